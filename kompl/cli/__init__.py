@@ -1,0 +1,1 @@
+"""The command-line shell: the only package that imports typer or rich."""

@@ -1,0 +1,53 @@
+"""The `kompl` command: puts the command modules together.
+
+Imports only typer and the standard library at module level, so `kompl --help`
+starts fast; heavy libraries load inside the commands that need them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from kompl import __version__
+from kompl.cli import ingest_cmds, workspace_cmds
+from kompl.cli.common import KomplGroup
+
+app = typer.Typer(
+    cls=KomplGroup,
+    name="kompl",
+    help=(
+        "kompl compiles documents into a reviewed, interlinked, cited wiki.\n\n"
+        "Start with `kompl init DIR`, then `kompl ingest FILES...`. Every command finds its "
+        "workspace from --home, then KOMPL_HOME, then the current folder."
+    ),
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"kompl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    ctx: typer.Context,
+    home: Annotated[Optional[str], typer.Option("--home", envvar="KOMPL_HOME", help="Workspace folder (default: the current folder).")] = None,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")] = False,
+) -> None:
+    ctx.obj = {"home": home}
+
+
+app.command()(workspace_cmds.init)
+app.command()(ingest_cmds.ingest)
+app.command()(ingest_cmds.sources)
+app.command()(workspace_cmds.status)
+
+
+def run() -> None:
+    app()
