@@ -1,0 +1,1 @@
+"""Pipeline stages: extract, resolve, plan, draft, commit."""
