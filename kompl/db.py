@@ -87,6 +87,10 @@ def apply_migrations(conn: sqlite3.Connection) -> list[str]:
         if name in done:
             continue
         conn.execute("BEGIN IMMEDIATE")
+        # Another process may have applied it while we waited for the write lock.
+        if conn.execute("SELECT 1 FROM _migrations WHERE name = ?", (name,)).fetchone():
+            conn.execute("COMMIT")
+            continue
         try:
             # executescript() would commit on its own; run statement by statement instead.
             for statement in _split_sql(sql):

@@ -49,6 +49,7 @@ class Settings:
     def load(cls, root: Path | None, env: dict[str, str] | None = None) -> "Settings":
         env = dict(os.environ) if env is None else env
         values: dict[str, Any] = {}
+        origin: dict[str, str] = {}  # where each value came from, for error messages
         if root is not None:
             path = root / "kompl.toml"
             if path.exists():
@@ -60,26 +61,32 @@ class Settings:
                     ) from None
                 values.update({k: v for k, v in data.items() if not isinstance(v, dict)})
                 values.update(data.get("kompl", {}))
+                origin.update((name, f"in {path}") for name in values)
         fields = {f.name: f for f in dataclasses.fields(cls)}
         for name in fields:
             raw = env.get(f"KOMPL_{name.upper()}")
             if raw is not None and raw != "":
                 values[name] = raw
+                origin[name] = f"from KOMPL_{name.upper()}"
         unknown = sorted(set(values) - set(fields))
         if unknown:
             raise ConfigError(
                 f"Unknown setting(s) in kompl.toml: {', '.join(unknown)}",
                 hint=f"known settings: {', '.join(sorted(fields))}",
             )
-        kwargs = {name: _coerce(name, fields[name].type, value) for name, value in values.items()}
+        kwargs = {
+            name: _coerce(name, fields[name].type, value, origin.get(name, ""))
+            for name, value in values.items()
+        }
         return cls(**kwargs)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
-def _coerce(name: str, type_name: Any, value: Any) -> Any:
+def _coerce(name: str, type_name: Any, value: Any, origin: str = "") -> Any:
     kind = str(type_name)
+    where = f" ({origin})" if origin else ""
     try:
         if kind == "bool":
             if isinstance(value, bool):
@@ -90,13 +97,18 @@ def _coerce(name: str, type_name: Any, value: Any) -> Any:
             if text in {"0", "false", "no", "off"}:
                 return False
             raise ValueError(value)
-        if kind == "int":
-            return int(value)
-        if kind == "float":
-            return float(value)
+        if kind in ("int", "float"):
+            if isinstance(value, bool) or (kind == "int" and isinstance(value, float)):
+                raise ValueError(value)  # TOML `true` is not a number, 2.5 is not a count
+            number = int(value) if kind == "int" else float(value)
+            # Sizes, timeouts, counts and budgets: a negative value is always a mistake.
+            if number < 0 or number != number:
+                raise ConfigError(f"Setting {name!r}{where} must not be negative, got {value!r}")
+            return number
         return str(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"Setting {name!r} must be a {kind}, got {value!r}") from None
+        expected = {"bool": "true or false", "int": "a whole number", "float": "a number"}.get(kind, f"a {kind}")
+        raise ConfigError(f"Setting {name!r}{where} must be {expected}, got {value!r}") from None
 
 
 @dataclass

@@ -50,7 +50,8 @@ def out_console():
 def error(message: str) -> None:
     from rich.markup import escape
 
-    err_console().print(f"[bold red]error:[/] {escape(message)}")
+    # soft_wrap: a message and its hint stay whole lines, not cut at 80 columns.
+    err_console().print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
 
 
 def print_json(data: Any) -> None:

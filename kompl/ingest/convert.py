@@ -61,6 +61,20 @@ def content_hash(markdown: str) -> str:
     return hashlib.sha256(markdown.encode("utf-8")).hexdigest()
 
 
+def human_size(size: float) -> str:
+    """Bytes as a person reads them: 512 bytes, 12.3 KB, 4.5 MB (decimal units, like the limit)."""
+    if size < 1000:
+        return f"{int(size)} bytes"
+    if size < 1_000_000:
+        return f"{size / 1000:.1f} KB"
+    return f"{size / 1_000_000:.1f} MB"
+
+
+def limit_text(max_bytes: int) -> str:
+    """The size limit as it is configured (max_input_mb), e.g. 'the 100 MB limit'."""
+    return f"the {max_bytes / 1_000_000:g} MB limit"
+
+
 def looks_binary(data: bytes) -> bool:
     """NUL bytes or many control characters in the first 8 KB mean this is not text."""
     head = data[:8192]
@@ -72,8 +86,14 @@ def looks_binary(data: bytes) -> bool:
     return control / len(head) > 0.10
 
 
-def decode_text(data: bytes, name: str) -> tuple[str, str]:
-    """Decode text bytes: UTF-8 first, else the encoding charset_normalizer is sure of."""
+def decode_text(data: bytes, name: str, declared: str | None = None) -> tuple[str, str]:
+    """Decode text bytes: the declared charset (an HTTP header) if it fits, then UTF-8,
+    else the encoding charset_normalizer is sure of."""
+    if declared:
+        try:
+            return data.decode(declared), declared
+        except (LookupError, UnicodeDecodeError):
+            pass
     try:
         return data.decode("utf-8-sig"), "utf-8"
     except UnicodeDecodeError:
@@ -180,7 +200,7 @@ class Converter:
                     f"{name} contains binary data, not text, although its name says {extension or 'text'}",
                     hint="check that it is the file you meant; rename it with its real extension if it is a document",
                 )
-            text, encoding = decode_text(data, name)
+            text, encoding = decode_text(data, name, charset)
             if encoding.lower().replace("_", "-") not in ("utf-8", "utf-8-sig", "ascii"):
                 metadata["encoding"] = encoding
             data, charset = text.encode("utf-8"), "utf-8"
@@ -202,10 +222,11 @@ class Converter:
             ) from None
         except FileConversionException as exc:
             fmt = FORMAT_NAMES.get(kind, kind.upper())
+            article = "an" if fmt[:1] in "AEIOU" else "a"
             cause = _first_cause(exc)
             raise IngestError(
                 "corrupt",
-                f"{name} could not be read as a {fmt}: the file looks damaged, truncated or not really a {fmt}"
+                f"{name} could not be read as {article} {fmt}: the file looks damaged, truncated or not really {article} {fmt}"
                 + (f" ({cause})" if cause else ""),
                 hint="open it in its usual program to check it, or re-export it, then ingest again",
             ) from None

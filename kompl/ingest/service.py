@@ -9,16 +9,17 @@ and can be retried with `kompl ingest --retry-failed`.
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from kompl.errors import IngestError
+from kompl.errors import IngestError, KomplError
 from kompl.ingest import store, urls
 from kompl.ingest.bookmarks import read_bookmarks
-from kompl.ingest.convert import Converter, content_hash, extension_for
+from kompl.ingest.convert import Converter, content_hash, extension_for, human_size, limit_text
 from kompl.workspace import Workspace
 
 ProgressFn = Callable[[str, dict], None]
@@ -32,6 +33,7 @@ class Input:
     title: str | None = None  # given title (wins) ...
     title_hint: str | None = None  # ... or a fallback (a bookmark's title)
     failure_id: int | None = None  # set when retrying a recorded failure
+    allow_private: bool = False  # a retried URL keeps the --allow-private it was first given
 
 
 @dataclass
@@ -62,7 +64,7 @@ def expand(
                 raise IngestError("no_stdin", "'-' was given but no standard input is available")
             inputs.append(Input("stdin", "-", data=stdin(), title=title))
         elif urls.is_url(arg) or "://" in arg:
-            inputs.append(Input("url", arg))
+            inputs.append(Input("url", arg, title=title))
         else:
             path = Path(arg).expanduser()
             if path.is_dir():
@@ -99,7 +101,18 @@ def ingest(
     for item in inputs:
         label = _input_label(item)
         try:
-            row, created = _ingest_one(ws, conn, converter, item, allow_private)
+            try:
+                row, created = _ingest_one(ws, conn, converter, item, allow_private or item.allow_private)
+            except (KomplError, KeyboardInterrupt):
+                raise
+            except Exception as exc:
+                # A bug or an unexpected library error in one input must not stop the batch.
+                if os.environ.get("KOMPL_DEBUG"):
+                    raise
+                raise IngestError(
+                    "internal", f"{label} could not be ingested: {exc.__class__.__name__}: {exc}"[:500],
+                    hint="this looks like a bug in kompl; run with KOMPL_DEBUG=1 for a traceback",
+                ) from exc
         except IngestError as exc:
             kept = _keep_stdin_copy(ws, item) if item.kind == "stdin" else None
             store.record_failure(
@@ -112,6 +125,8 @@ def ingest(
             continue
         if item.failure_id is not None:
             _resolve_retried(conn, item)
+        elif not created:
+            _resolve_duplicate(conn, label)
         entry = {"source_id": row["source_id"], "title": row["title"], "title_from": row["title_from"],
                  "source_type": row["source_type"], "input": label}
         if created:
@@ -130,6 +145,18 @@ def _resolve_retried(conn: sqlite3.Connection, item: Input) -> None:
         store.resolve_failures(conn, item.value, failure_id=item.failure_id)
 
 
+def _resolve_duplicate(conn: sqlite3.Connection, label: str) -> None:
+    """An input that failed before and is now a duplicate is no longer a failure."""
+    from kompl import db
+
+    if label == "-" or not conn.execute(
+        "SELECT 1 FROM ingest_failures WHERE input = ? AND resolved_at IS NULL", (label,)
+    ).fetchone():
+        return
+    with db.transaction(conn, "ingest_retry_resolved", target=label, details={"duplicate": True}):
+        store.resolve_failures(conn, label)
+
+
 def retry_inputs(ws: Workspace, conn: sqlite3.Connection) -> list[Input]:
     """The open failures, as inputs to try again (stdin ones from their kept copy)."""
     inputs = []
@@ -141,7 +168,8 @@ def retry_inputs(ws: Workspace, conn: sqlite3.Connection) -> list[Input]:
                 continue
             data = (ws.data / kept).read_bytes()
         inputs.append(Input(failure["input_kind"], failure["input"], data=data,
-                            title=failure["options"].get("title"), failure_id=failure["id"]))
+                            title=failure["options"].get("title"), failure_id=failure["id"],
+                            allow_private=bool(failure["options"].get("allow_private"))))
     return inputs
 
 
@@ -160,8 +188,8 @@ def _ingest_one(ws: Workspace, conn, converter: Converter, item: Input, allow_pr
     cap = int(ws.settings.max_input_mb * 1_000_000)
     url = url_norm = mimetype = None
     if item.kind == "url":
-        url_norm = urls.normalize_url(item.value)
         urls.check_url(item.value, allow_private)
+        url_norm = urls.normalize_url(item.value)
         existing = store.find_by_url(conn, url_norm)
         if existing:
             return existing, False
@@ -177,7 +205,8 @@ def _ingest_one(ws: Workspace, conn, converter: Converter, item: Input, allow_pr
     elif item.kind == "stdin":
         data = item.data or b""
         if len(data) > cap:
-            raise IngestError("too_large", f"Standard input is larger than the {cap / 1e6:g} MB limit")
+            raise IngestError("too_large", f"Standard input is {human_size(len(data))}, over {limit_text(cap)}",
+                              hint="raise max_input_mb in kompl.toml if you need it")
         ext = ".md"
         converted = converter.convert(data, name="standard input", extension=ext,
                                       fallback_title=item.title or "Untitled (standard input)",
@@ -216,7 +245,7 @@ def _read_file(path: Path, cap: int) -> bytes:
     if not path.is_file():
         raise IngestError("unsupported", f"{path} is not a regular file")
     if size > cap:
-        raise IngestError("too_large", f"{path} is {size / 1e6:.1f} MB, over the {cap / 1e6:g} MB limit",
+        raise IngestError("too_large", f"{path} is {human_size(size)}, over {limit_text(cap)}",
                           hint="raise max_input_mb in kompl.toml if you need it")
     try:
         with open(path, "rb") as handle:
@@ -226,5 +255,6 @@ def _read_file(path: Path, cap: int) -> bytes:
     except OSError as exc:
         raise IngestError("unreadable", f"Could not read {path}: {exc.strerror}") from None
     if len(data) > cap:
-        raise IngestError("too_large", f"{path} is over the {cap / 1e6:g} MB limit")
+        raise IngestError("too_large", f"{path} is over {limit_text(cap)}",
+                          hint="raise max_input_mb in kompl.toml if you need it")
     return data

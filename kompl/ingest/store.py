@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kompl import db, files
+from kompl import db, faults, files
 from kompl.workspace import Workspace
 
 SOURCE_COLUMNS = (
@@ -112,9 +112,11 @@ def store(ws: Workspace, conn: sqlite3.Connection, new: NewSource) -> tuple[dict
         return existing, False
     original_name = f"{new.original_sha256}{new.original_ext}"
     files.write_gzip_text(raw_path(ws, new.source_id), new.markdown)
+    faults.point("ingest.after_raw_write")
     original_path = ws.originals_dir / original_name
     if not original_path.exists():
         files.atomic_write_bytes(original_path, new.original)
+    faults.point("ingest.after_original_write")
     now = db.utcnow()
     with db.transaction(
         conn, "ingest", target=new.source_id,
@@ -130,6 +132,8 @@ def store(ws: Workspace, conn: sqlite3.Connection, new: NewSource) -> tuple[dict
             ),
         )
         resolve_failures(conn, new.input)
+        faults.point("ingest.before_commit")
+    faults.point("ingest.after_commit")
     return get(conn, new.source_id), True
 
 

@@ -29,6 +29,13 @@ TRACKING_PREFIXES = ("utm_", "pk_", "vero_", "oly_")
 def normalize_url(url: str) -> str:
     """Canonical form for dedup: lower-case scheme and host, no default port, no
     fragment, no tracking parameters, sorted query, no trailing slash (except the root)."""
+    try:
+        return _normalize(url)
+    except ValueError as exc:  # a bad port or IPv6 literal
+        raise IngestError("bad_url", f"Not a valid URL: {url} ({exc})") from None
+
+
+def _normalize(url: str) -> str:
     parts = urlsplit(url.strip())
     scheme = parts.scheme.lower()
     host = (parts.hostname or "").lower().rstrip(".")
@@ -71,10 +78,14 @@ def resolve(host: str, port: int) -> list[ipaddress.IPv4Address | ipaddress.IPv6
 
 def check_url(url: str, allow_private: bool) -> None:
     """Refuse anything but http(s) to public addresses (unless allow_private)."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        hostname = parts.hostname
+    except ValueError as exc:
+        raise IngestError("bad_url", f"Not a valid URL: {url} ({exc})") from None
     if parts.scheme.lower() not in ("http", "https"):
         raise IngestError("bad_url", f"Only http and https URLs can be ingested, not {parts.scheme or 'this'}: {url}")
-    if not parts.hostname:
+    if not hostname:
         raise IngestError("bad_url", f"The URL has no host: {url}")
     try:
         port = parts.port or DEFAULT_PORTS[parts.scheme.lower()]
@@ -82,11 +93,11 @@ def check_url(url: str, allow_private: bool) -> None:
         raise IngestError("bad_url", f"The URL has an invalid port: {url}") from None
     if allow_private:
         return
-    for ip in resolve(parts.hostname, port):
+    for ip in resolve(hostname, port):
         if not address_allowed(ip):
             raise IngestError(
                 "blocked_address",
-                f"Refused to fetch {url}: {parts.hostname} resolves to {ip}, a non-public address "
+                f"Refused to fetch {url}: {hostname} resolves to {ip}, a non-public address "
                 "(loopback, private, link-local or metadata)",
                 hint="pass --allow-private if you really mean to fetch from your own network",
             )
@@ -147,8 +158,10 @@ def fetch(url: str, *, timeout_s: float, max_bytes: int, max_redirects: int, all
 
 
 def _too_large(url: str, size: int, cap: int) -> IngestError:
+    from kompl.ingest.convert import human_size, limit_text
+
     return IngestError(
         "too_large",
-        f"{url} is larger than the {cap / 1e6:g} MB limit ({size / 1e6:.1f} MB so far)",
+        f"{url} is larger than {limit_text(cap)} ({human_size(size)} so far)",
         hint="raise max_input_mb in kompl.toml if you need it",
     )
