@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from kompl import __version__
-from kompl.cli import demo_cmds, ingest_cmds, workspace_cmds
+from kompl.cli import demo_cmds, ingest_cmds, llm_cmds, workspace_cmds
 from kompl.cli.common import KomplGroup
 
 app = typer.Typer(
@@ -47,6 +47,7 @@ app.command()(workspace_cmds.init)
 app.command()(ingest_cmds.ingest)
 app.command()(ingest_cmds.sources)
 app.command()(workspace_cmds.status)
+app.command()(llm_cmds.stats)
 app.command()(demo_cmds.demo)
 
 
