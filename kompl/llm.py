@@ -72,6 +72,7 @@ BACKOFF_BASE_S = 1.0
 BACKOFF_MAX_S = 60.0
 RETRY_AFTER_MAX_S = 300.0
 RETRIABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529})
+EMBED_BATCH = 128  # texts per embedding request
 OUTCOMES = ("ok", "repaired", "invalid", "error", "refused")
 
 
@@ -132,9 +133,9 @@ class Gateway:
     `api_base`: URL of an OpenAI-compatible server (e.g. "http://localhost:8000/v1");
     with a local or private address no API key is required.
 
-    `completion_kwargs` are merged into every `litellm.acompletion` call and
-    `acompletion` replaces that function (None: litellm's); tests use them to
-    inject litellm mock responses.
+    `completion_kwargs` are merged into every `litellm.acompletion` (and
+    `aembedding`) call, and `acompletion` / `aembedding` replace those functions
+    (None: litellm's); tests use them to inject litellm mock responses.
     """
 
     def __init__(self, ws: Workspace, conn: sqlite3.Connection, *, model: str | None = None, api_base: str | None = None):
@@ -145,6 +146,7 @@ class Gateway:
         self.api_base = api_base
         self.completion_kwargs: dict[str, Any] = {}
         self.acompletion: Callable[..., Awaitable[Any]] | None = None
+        self.aembedding: Callable[..., Awaitable[Any]] | None = None
         self._checked = False
         self._provider: str | None = None
         self._call_kwargs: dict[str, Any] = {}
@@ -236,6 +238,79 @@ class Gateway:
         self.check()
         return await self._run_model(task, task_id, messages, version)
 
+    def embed(self, texts: list[str], *, purpose: str = "embed", meta: dict[str, Any] | None = None) -> list[list[float]]:
+        """Embed texts with this gateway's model (a litellm embedding model), vectors in input order.
+
+        Batches of EMBED_BATCH texts run concurrently under the same limit, retries,
+        budget and recording as completions (prompt name "(embedding)"). The offline
+        model has no embeddings: use kompl.embed's local embedders instead.
+        """
+        return _run_sync(self.aembed(texts, purpose=purpose, meta=meta))
+
+    async def aembed(self, texts: list[str], *, purpose: str = "embed", meta: dict[str, Any] | None = None) -> list[list[float]]:
+        if self.offline:
+            raise UnknownModelError(
+                f"{OFFLINE_MODEL} has no embeddings", hint='use embedder = "hashing" (offline) in kompl.toml'
+            )
+        if not texts:
+            return []
+        self.check()
+        batches = [list(texts[i : i + EMBED_BATCH]) for i in range(0, len(texts), EMBED_BATCH)]
+        parts = await asyncio.gather(*(self._embed_batch(batch, purpose, meta or {}) for batch in batches))
+        return [vector for part in parts for vector in part]
+
+    async def _embed_batch(self, texts: list[str], purpose: str, meta: dict[str, Any]) -> list[list[float]]:
+        litellm = _litellm()
+        task = Task(purpose=purpose, prompt="(embedding)", variables={}, schema=object, meta=meta | {"inputs": len(texts)})
+        task_id = uuid.uuid4().hex
+        messages = [{"role": "user", "content": t} for t in texts]
+        limit = max(0, int(self.settings.llm_max_retries))
+        attempt_no = 0
+        while True:
+            attempt_no += 1
+            estimate = 0.0
+            try:
+                async with self._semaphore():
+                    estimate = self._reserve(litellm, task, task_id, "-", messages, attempt_no, 0)
+                    started = time.perf_counter()
+                    try:
+                        kwargs = {"model": self.model, "input": texts, "timeout": float(self.settings.llm_timeout_s),
+                                  "num_retries": 0, "max_retries": 0}
+                        kwargs.update({k: v for k, v in self._call_kwargs.items() if k != "response_format"})
+                        kwargs.update(self.completion_kwargs)
+                        response, error = await (self.aembedding or litellm.aembedding)(**kwargs), None
+                    except Exception as exc:
+                        response, error = None, exc
+                    latency = _ms(started)
+                if error is not None:
+                    attempt = _Attempt("error", latency_ms=latency, error=_describe(error), meta=_error_meta(error))
+                    self._record(task, task_id, "-", messages, attempt_no, attempt, estimate)
+                else:
+                    vectors = _vectors(response, len(texts))
+                    usage = getattr(response, "usage", None)
+                    try:
+                        cost = float(litellm.completion_cost(completion_response=response, call_type="aembedding") or 0.0)
+                    except Exception:
+                        cost = 0.0
+                    attempt = _Attempt(
+                        "ok" if vectors is not None else "invalid",
+                        prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+                        cost_usd=cost,
+                        latency_ms=latency,
+                        error=None if vectors is not None else f"expected {len(texts)} vectors of numbers",
+                    )
+                    self._record(task, task_id, "-", messages, attempt_no, attempt, estimate)
+            finally:
+                _release(self.ws, estimate)
+            if error is None:
+                if vectors is None:
+                    raise InvalidOutputError(f"{self.model} returned malformed embeddings: {attempt.error}")
+                return vectors
+            if _retriable(error) and attempt_no <= limit:
+                await _backoff_sleep(_retry_delay(error, attempt_no))
+                continue
+            raise _call_error(self.model, task, error, attempt_no - 1) from error
+
     # -- the offline model --------------------------------------------------
 
     def _run_offline(self, task: Task, task_id: str, messages: list[dict], version: str) -> Any:
@@ -249,6 +324,10 @@ class Gateway:
         except Exception as exc:
             attempt = _Attempt("error", prompt_tokens=prompt_tokens, latency_ms=_ms(started), error=_describe(exc))
             self._record(task, task_id, version, messages, 1, attempt)
+            if isinstance(exc, LLMError):
+                raise
+            if isinstance(exc, KomplError):  # the offline model's own explanation, kept as it is
+                raise ModelCallError(exc.message, hint=exc.hint) from exc
             raise ModelCallError(
                 f"The offline model failed on a {task.purpose} task: {_describe(exc)}",
                 hint="this is a bug in kompl's offline model; run with KOMPL_DEBUG=1 for the traceback",
@@ -594,6 +673,23 @@ def _parse_reply(text: str | None, schema: type) -> tuple[Any, str, str | None]:
     except ValidationError as exc:
         return None, "invalid", _validation_summary(exc)
     return value, ("repaired" if repaired else "ok"), None
+
+
+def _vectors(response: Any, expected: int) -> list[list[float]] | None:
+    """The vectors of an embedding response in input order, or None when malformed."""
+    items = list(getattr(response, "data", None) or [])
+    if len(items) != expected:
+        return None
+    out: list[tuple[int, list[float]]] = []
+    for position, item in enumerate(items):
+        get = item.get if isinstance(item, dict) else lambda k, d=None, it=item: getattr(it, k, d)
+        vector = get("embedding")
+        index = get("index", position)
+        if not isinstance(vector, list) or not vector or not all(isinstance(x, (int, float)) for x in vector):
+            return None
+        out.append((int(index if index is not None else position), [float(x) for x in vector]))
+    out.sort(key=lambda pair: pair[0])
+    return [vector for _, vector in out]
 
 
 def _validation_summary(exc: Any) -> str:

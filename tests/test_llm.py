@@ -173,6 +173,20 @@ def test_offline_crash_is_recorded_as_error(ws, conn, monkeypatch):
     assert row["outcome"] == "error" and "no sentences" in row["error"]
 
 
+def test_offline_errors_keep_their_message_and_hint(ws, conn, monkeypatch):
+    from kompl.errors import KomplError
+
+    def cannot(*a):
+        raise KomplError("The offline model cannot answer 'echo' prompts", hint="use a real model with --model")
+
+    monkeypatch.setattr(offline, "respond", cannot, raising=False)
+    results = Gateway(ws, conn).run_many([echo_task()])
+    assert isinstance(results[0], ModelCallError)
+    assert results[0].message == "The offline model cannot answer 'echo' prompts"
+    assert results[0].hint == "use a real model with --model"
+    assert rows(conn)[0]["outcome"] == "error"
+
+
 def test_task_meta_is_recorded(ws, conn, fake_offline):
     Gateway(ws, conn).run(echo_task(meta={"source_id": "s1", "chunk": 2}))
     assert json.loads(rows(conn)[0]["meta"]) == {"source_id": "s1", "chunk": 2}
@@ -545,3 +559,36 @@ def test_litellm_is_imported_offline_and_quiet():
     proc = _python(code, {"LITELLM_LOCAL_MODEL_COST_MAP": "1"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip() == "OK"
+
+
+# -- embeddings ------------------------------------------------------------------------------------
+
+
+def test_embeddings_in_order_with_retries_and_records(ws, conn, key, sleeps, monkeypatch):
+    import litellm
+    from litellm.types.utils import Embedding, EmbeddingResponse, Usage
+
+    monkeypatch.setattr(llm, "EMBED_BATCH", 2)
+    gw = Gateway(ws, conn, model="openai/text-embedding-3-small")
+    calls = []
+
+    async def fake(**kwargs):
+        calls.append(kwargs)
+        if len(calls) == 1:
+            raise litellm_error("rate", headers={"retry-after": "2"})
+        texts = kwargs["input"]
+        data = [Embedding(embedding=[float(len(t)), 1.0], index=i, object="embedding") for i, t in enumerate(texts)]
+        return EmbeddingResponse(model="text-embedding-3-small", data=list(reversed(data)), usage=Usage(prompt_tokens=3 * len(texts), completion_tokens=0))
+
+    gw.aembedding = fake
+    vectors = gw.embed(["a", "bb", "ccc"], meta={"why": "resolve"})
+    assert vectors == [[1.0, 1.0], [2.0, 1.0], [3.0, 1.0]]
+    assert sleeps == [2.0]
+    got = rows(conn)
+    assert sorted(r["outcome"] for r in got) == ["error", "ok", "ok"]
+    assert {r["prompt_name"] for r in got} == {"(embedding)"} and {r["purpose"] for r in got} == {"embed"}
+    assert sum(r["prompt_tokens"] for r in got) == 9 and sum(r["cost_usd"] for r in got) > 0
+    assert all(c["num_retries"] == 0 and "response_format" not in c for c in calls)
+    assert json.loads(got[-1]["meta"])["why"] == "resolve"
+    with pytest.raises(UnknownModelError, match="no embeddings"):
+        Gateway(ws, conn).embed(["x"])
