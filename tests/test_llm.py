@@ -12,7 +12,6 @@ import json
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -353,12 +352,10 @@ def test_run_many_is_concurrent_up_to_the_limit(ws, conn, key):
     ws.settings.llm_concurrency = 4
     gw = Gateway(ws, conn, model=REAL)
     script = Script(gw, '{"text": "x"}', delay=0.2)
-    started = time.perf_counter()
     results = gw.run_many([echo_task(f"t{i}") for i in range(8)])
-    elapsed = time.perf_counter() - started
     assert results == [Echo(text="x")] * 8
+    # Concurrency is checked structurally (calls in flight), never by timing: see bench/ for timings.
     assert script.max_in_flight == 4
-    assert elapsed < 1.2  # ~0.4 s; sequential would be 1.6 s
     assert len(rows(conn)) == 8
 
 
