@@ -12,6 +12,7 @@ import typer
 
 from kompl import __version__
 from kompl.cli import demo_cmds, ingest_cmds, llm_cmds, workspace_cmds
+from kompl.cli import extract_cmds
 from kompl.cli.common import KomplGroup
 
 app = typer.Typer(
@@ -46,6 +47,7 @@ def main(
 app.command()(workspace_cmds.init)
 app.command()(ingest_cmds.ingest)
 app.command()(ingest_cmds.sources)
+app.command()(extract_cmds.extract)
 app.command()(workspace_cmds.status)
 app.command()(llm_cmds.stats)
 app.command()(demo_cmds.demo)

@@ -1,0 +1,101 @@
+"""`kompl extract`: entities, concepts, claims and relationships from the sources."""
+
+from __future__ import annotations
+
+from contextlib import closing
+from typing import Annotated, Optional
+
+import typer
+
+from kompl.cli.common import err_console, esc, open_workspace, out_console, print_json
+from kompl.errors import EXIT_FAILURES
+
+
+def extract(
+    ctx: typer.Context,
+    source: Annotated[Optional[list[str]], typer.Option("--source", help="Only this source id (repeatable).", show_default=False)] = None,
+    model: Annotated[Optional[str], typer.Option("--model", help="Model for the model pass (any litellm model string; default: the workspace's, kompl/offline unless set).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Extract again even sources that are up to date.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object: extracted, up_to_date, skipped, failed, model_calls.")] = False,
+) -> None:
+    """Extract entities, concepts, claims and relationships from active sources.
+
+    Each source is read by local NLP (spaCy: entities, TF-IDF keyphrases), then by
+    the model, chunk by chunk for long sources. Sources already extracted with the
+    same content, extractor version and model are skipped at no cost. A source
+    whose model call fails stays pending; the command exits 1 and lists it.
+
+    Examples:
+
+        kompl extract
+
+        kompl extract --source src-0123456789ab --model openai/gpt-4o-mini --json
+    """
+    from kompl.pipeline.extract import extract_pending
+
+    ws, conn = open_workspace(ctx)
+    with closing(conn):
+        with _Progress(enabled=not json_out) as on_progress:
+            report = extract_pending(ws, conn, model=model, source_ids=source or None,
+                                     on_progress=on_progress, force=force)
+    if json_out:
+        print_json(report.to_dict())
+    else:
+        _summary(report)
+    if not report.ok:
+        raise typer.Exit(EXIT_FAILURES)
+
+
+class _Progress:
+    """A rich progress bar fed by the extraction events (or nothing)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.bar = None
+        self.task = None
+
+    def __enter__(self):
+        if not self.enabled:
+            return None
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(TextColumn("extract"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                            TextColumn("{task.description}"), console=err_console(), transient=True)
+        self.bar.__enter__()
+        return self.on_event
+
+    def on_event(self, event: str, info: dict) -> None:
+        if event == "start":
+            self.task = self.bar.add_task("", total=info["total"])
+        elif event == "source" and self.task is not None:
+            self.bar.update(self.task, advance=1, description=esc(str(info.get("title", ""))[:40]))
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+        return False
+
+
+def _summary(report) -> None:
+    from rich.table import Table
+
+    console, err = out_console(), err_console()
+    for notice in report.notices:
+        err.print(f"[yellow]note:[/] {esc(notice)}")
+    if report.extracted:
+        table = Table(title=f"Extracted with {esc(report.model)}", title_justify="left")
+        for col in ("source", "title", "chunks", "entities", "concepts", "claims", "relations", "seconds"):
+            table.add_column(col, justify="right" if col not in ("source", "title") else "left")
+        for row in report.extracted:
+            table.add_row(row["source_id"], esc(row["title"][:60]), str(row["chunks"]), str(row["entities"]),
+                          str(row["concepts"]), str(row["claims"]), str(row["relationships"]), f"{row['seconds']:.2f}")
+        console.print(table)
+    for skip in report.skipped:
+        console.print(f"[dim]skipped[/] {esc(skip['source_id'])}: {esc(skip['reason'])}")
+    for fail in report.failed:
+        err.print(f"[bold red]failed[/] {esc(fail['source_id'])} ({esc(fail['title'][:60])}): {esc(fail['error'])}")
+    console.print(
+        f"{len(report.extracted)} extracted, {report.up_to_date} up to date, {len(report.failed)} failed; "
+        f"{report.model_calls} model call(s) in {report.seconds:.1f} s"
+        + (" (failed sources stay pending: run `kompl extract` again)" if report.failed else "")
+    )
