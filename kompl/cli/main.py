@@ -13,6 +13,7 @@ import typer
 from kompl import __version__
 from kompl.cli import demo_cmds, ingest_cmds, llm_cmds, workspace_cmds
 from kompl.cli import extract_cmds
+from kompl.cli import resolve_cmds
 from kompl.cli.common import KomplGroup
 
 app = typer.Typer(
@@ -49,6 +50,8 @@ app.command()(ingest_cmds.ingest)
 app.command()(ingest_cmds.sources)
 app.command()(extract_cmds.extract)
 app.command()(workspace_cmds.status)
+app.command()(resolve_cmds.resolve)
+app.add_typer(resolve_cmds.aliases_app, name="aliases")
 app.command()(llm_cmds.stats)
 app.command()(demo_cmds.demo)
 
