@@ -7,6 +7,7 @@ import unicodedata
 
 _PUNCT = re.compile(r"[^\w\s+#&.-]")
 _SPACES = re.compile(r"\s+")
+_POSSESSIVE = re.compile(r"'s\b")
 
 
 def norm_name(name: str) -> str:
@@ -15,7 +16,7 @@ def norm_name(name: str) -> str:
     Keeps '+', '#', '&', '.', '-' so that C++, C#, AT&T and GPT-4 stay distinct.
     """
     text = unicodedata.normalize("NFKC", name).casefold()
-    text = text.replace("\u2019", "'").replace("'s ", " ")
+    text = _POSSESSIVE.sub("", text.replace("\u2019", "'"))
     text = _PUNCT.sub(" ", text)
     return _SPACES.sub(" ", text).strip(" .-")
 
