@@ -97,10 +97,12 @@ def docx_bytes(paragraphs: list[str], *, title: str | None = None, heading: str 
     return buf.getvalue()
 
 
-def pptx_bytes(title: str, body: str) -> bytes:
+def pptx_bytes(title: str, body: str, core_title: str | None = None) -> bytes:
     from pptx import Presentation
 
     prs = Presentation()
+    if core_title:
+        prs.core_properties.title = core_title
     slide = prs.slides.add_slide(prs.slide_layouts[1])
     slide.shapes.title.text = title
     slide.placeholders[1].text = body
@@ -109,10 +111,12 @@ def pptx_bytes(title: str, body: str) -> bytes:
     return buf.getvalue()
 
 
-def xlsx_bytes(rows: list[list[object]], sheet: str = "Data") -> bytes:
+def xlsx_bytes(rows: list[list[object]], sheet: str = "Data", core_title: str | None = None) -> bytes:
     from openpyxl import Workbook
 
     wb = Workbook()
+    if core_title:
+        wb.properties.title = core_title
     ws = wb.active
     ws.title = sheet
     for row in rows:
@@ -186,9 +190,10 @@ def make_all(folder: Path) -> dict[str, Doc]:
         must_include=[t["docx"], "Quarterly Report"], title="Quarterly Report", title_from="heading",
         source_type="docx")
     put("pptx", "deck.pptx", pptx_bytes("Slide Deck Title", f"Bullet with {t['pptx']}"),
-        must_include=[t["pptx"]], source_type="pptx")
-    put("xlsx", "sheet.xlsx", xlsx_bytes([["name", "value"], [t["xlsx"], 42]]),
-        must_include=[t["xlsx"], "42"], source_type="xlsx")
+        must_include=[t["pptx"], "Slide Deck Title"], title="Slide Deck Title", title_from="heading",
+        source_type="pptx")
+    put("xlsx", "sheet.xlsx", xlsx_bytes([["name", "value"], [t["xlsx"], 42]], core_title="Yield & Costs 1943"),
+        must_include=[t["xlsx"], "42"], title="Yield & Costs 1943", title_from="document", source_type="xlsx")
     put("pdf", "paper.pdf", pdf_bytes(["A tiny PDF document", f"Token {t['pdf']} end"]),
         must_include=[t["pdf"]], title="paper", source_type="pdf")
     return docs

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from fixtures_docs import LocalServer, make_all, pdf_bytes, token
+from fixtures_docs import LocalServer, docx_bytes, make_all, pdf_bytes, pptx_bytes, token
 from kompl.ingest import store
 
 
@@ -110,6 +110,19 @@ def test_folder_is_recursive_and_skips_hidden(kompl, conn, tmp_path):
     report = ingest_json(kompl, top)
     assert sorted(e["input"] for e in report["ingested"]) == sorted(str(top / n) for n in names)
     assert len(rows(conn)) == 3
+
+
+def test_folder_input_never_collects_the_workspace_itself(kompl, ws, conn, monkeypatch):
+    monkeypatch.chdir(ws.root)
+    (ws.root / "inbox").mkdir()
+    (ws.root / "inbox" / "note.md").write_text("a note\n")
+    report = ingest_json(kompl, ".")
+    assert sorted(e["input"] for e in report["ingested"]) == sorted(
+        [str(ws.root / "inbox" / "note.md"), str(ws.schema_path)])
+    assert report["failed"] == []
+    # a second run: kompl's own raw files and originals are not taken for new inputs
+    report = ingest_json(kompl, ".")
+    assert report["ingested"] == [] and len(report["duplicates"]) == 2
 
 
 def test_folder_glob_filters(kompl, conn, tmp_path):
@@ -231,6 +244,18 @@ def test_title_choice_is_recorded(kompl, conn, tmp_path, name, body, title, titl
     assert (entry["title"], entry["title_from"]) == (title, title_from)
     row = rows(conn)[entry["source_id"]]
     assert (row["title"], row["title_from"]) == (title, title_from)
+
+
+@pytest.mark.parametrize("name, data, title, title_from", [
+    ("core.docx", lambda: docx_bytes(["body"], title="  Core\n Properties Title ", heading="Heading One"),
+     "Core Properties Title", "document"),
+    ("plain.docx", lambda: docx_bytes(["no title, no heading"]), "plain", "filename"),
+    ("titled.pptx", lambda: pptx_bytes("Slide Heading", "body", core_title="Deck <Title>"), "Deck <Title>", "document"),
+])
+def test_office_documents_own_title(kompl, tmp_path, name, data, title, title_from):
+    (tmp_path / name).write_bytes(data())
+    [entry] = ingest_json(kompl, tmp_path / name)["ingested"]
+    assert (entry["title"], entry["title_from"]) == (title, title_from)
 
 
 def test_title_option_wins_for_a_file(kompl, tmp_path):
@@ -482,3 +507,18 @@ def test_failed_stdin_keeps_its_bytes_and_can_be_retried(kompl, ws, conn, monkey
     assert entry["title"] == "From a pipe"  # the options it was given are kept too
     assert tok in markdown_of(ws, entry["source_id"])
     assert open_failures(conn) == []
+    assert not kept.exists()  # the kept bytes are removed once stored
+
+
+def test_sources_status_filter(kompl, conn, tmp_path):
+    (tmp_path / "a.md").write_text("a\n")
+    (tmp_path / "b.md").write_text("b\n")
+    report = ingest_json(kompl, tmp_path / "a.md", tmp_path / "b.md")
+    archived = report["ingested"][1]["source_id"]
+    conn.execute("UPDATE sources SET status = 'archived' WHERE source_id = ?", (archived,))
+    active = json.loads(kompl("sources", "--status", "active", "--json").stdout)
+    assert [s["source_id"] for s in active] == [report["ingested"][0]["source_id"]]
+    assert [s["source_id"] for s in json.loads(kompl("sources", "--status", "archived", "--json").stdout)] == [archived]
+    assert len(json.loads(kompl("sources", "--json").stdout)) == 2
+    result = kompl("sources", "--status", "deleted")
+    assert result.exit_code == 2 and "Unknown status 'deleted'" in result.stderr

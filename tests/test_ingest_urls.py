@@ -103,6 +103,25 @@ def test_hostname_is_checked_after_dns_resolution(kompl, monkeypatch, connection
     assert connections == []
 
 
+def test_dns_rebinding_is_caught_at_the_connected_address(kompl, ws, server, monkeypatch):
+    """The name checks out as public, then resolves to loopback when httpx connects."""
+    real = socket.getaddrinfo
+    answers = iter(["93.184.216.34"] * 2)  # kompl checks twice (before dedup, before the fetch)
+
+    def rebinding(host, port, *args, **kwargs):
+        if host == "rebind.example":
+            ip = next(answers, "127.0.0.1")
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (ip, port))]
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    server.page("/", f"<p>internal {token()}</p>")
+    report = ingest_json(kompl, f"http://rebind.example:{server.port}/", code=1)
+    [fail] = report["failed"]
+    assert fail["code"] == "blocked_address" and "connection went to 127.0.0.1" in fail["error"]
+    assert list(ws.raw_dir.glob("*.md.gz")) == []
+
+
 def test_address_allowed_rules():
     from kompl.ingest.urls import address_allowed
 

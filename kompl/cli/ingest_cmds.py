@@ -47,7 +47,7 @@ def ingest(
     ws, conn = open_workspace(ctx)
     with closing(conn):
         items, report = expand(inputs or [], glob=glob, bookmarks=bookmarks,
-                               stdin=lambda: sys.stdin.buffer.read(), title=title)
+                               stdin=lambda: sys.stdin.buffer.read(), title=title, exclude=ws.data)
         if retry_failed:
             items.extend(retry_inputs(ws, conn))
         with _progress(enabled=not json_out and len(items) > 1) as on_progress:

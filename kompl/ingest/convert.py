@@ -240,7 +240,9 @@ class Converter:
                 f"No text could be extracted from {name}",
                 hint="a scanned PDF or an image-only document needs OCR first",
             )
-        doc_title = (result.title or "").strip()
+        doc_title = " ".join((result.title or "").split())
+        if not doc_title and extension in OOXML_EXTENSIONS:
+            doc_title = _ooxml_title(data)
         if doc_title:
             title, title_from = doc_title[:300], "document"
         elif (h1 := title_from_markdown(markdown)) is not None:
@@ -248,6 +250,24 @@ class Converter:
         else:
             title, title_from = fallback_title, fallback_from
         return Converted(markdown, title, title_from, kind, metadata)
+
+
+OOXML_EXTENSIONS = {".docx", ".pptx", ".xlsx"}
+_DC_TITLE = re.compile(r"<dc:title(?:\s[^>]*)?>([^<]*)</dc:title>")
+
+
+def _ooxml_title(data: bytes) -> str:
+    """The title an Office file carries in docProps/core.xml (markitdown does not read it)."""
+    import html
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            core = archive.read("docProps/core.xml")[:100_000].decode("utf-8", "replace")
+    except (KeyError, zipfile.BadZipFile, OSError, ValueError):
+        return ""
+    match = _DC_TITLE.search(core)
+    return " ".join(html.unescape(match.group(1)).split()) if match else ""
 
 
 def _first_cause(exc: Exception) -> str:

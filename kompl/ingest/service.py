@@ -53,9 +53,14 @@ class IngestReport:
 
 def expand(
     args: Iterable[str], *, glob: str | None = None, bookmarks: Path | None = None,
-    stdin: Callable[[], bytes] | None = None, title: str | None = None,
+    stdin: Callable[[], bytes] | None = None, title: str | None = None, exclude: Path | None = None,
 ) -> tuple[list[Input], IngestReport]:
-    """Turn command-line inputs into a flat list; what cannot be expanded is reported as failed."""
+    """Turn command-line inputs into a flat list; what cannot be expanded is reported as failed.
+
+    `exclude` is a folder never collected from a folder input: the workspace's own
+    data/, so `kompl ingest .` inside a workspace does not ingest kompl's files.
+    """
+    exclude = exclude.resolve() if exclude is not None else None
     inputs: list[Input] = []
     report = IngestReport()
     for arg in args:
@@ -68,7 +73,8 @@ def expand(
         else:
             path = Path(arg).expanduser()
             if path.is_dir():
-                found = sorted(p for p in path.rglob(glob or "*") if p.is_file() and not _hidden(p, path))
+                found = sorted(p for p in path.rglob(glob or "*")
+                               if p.is_file() and not _hidden(p, path) and not _inside(p, exclude))
                 if not found:
                     report.skipped.append({"input": arg, "reason": f"no files{' matching ' + glob if glob else ''} in this folder"})
                 inputs.extend(Input("file", str(p)) for p in found)
@@ -81,6 +87,10 @@ def expand(
             else:
                 report.skipped.append({"input": mark.url, "reason": "not an http(s) link"})
     return inputs, report
+
+
+def _inside(path: Path, folder: Path | None) -> bool:
+    return folder is not None and path.resolve().is_relative_to(folder)
 
 
 def _hidden(path: Path, root: Path) -> bool:
@@ -124,7 +134,7 @@ def ingest(
             notify("item", {"input": label, "outcome": "failed", "error": exc.message})
             continue
         if item.failure_id is not None:
-            _resolve_retried(conn, item)
+            _resolve_retried(ws, conn, item)
         elif not created:
             _resolve_duplicate(conn, label)
         entry = {"source_id": row["source_id"], "title": row["title"], "title_from": row["title_from"],
@@ -138,11 +148,17 @@ def ingest(
     return report
 
 
-def _resolve_retried(conn: sqlite3.Connection, item: Input) -> None:
-    from kompl import db
+def _resolve_retried(ws: Workspace, conn: sqlite3.Connection, item: Input) -> None:
+    from kompl import db, files
 
     with db.transaction(conn, "ingest_retry_resolved", target=item.value, details={"failure_id": item.failure_id}):
         store.resolve_failures(conn, item.value, failure_id=item.failure_id)
+    # The kept copy of failed stdin bytes has served its purpose, unless another open failure shares it.
+    kept = conn.execute("SELECT kept_copy FROM ingest_failures WHERE id = ?", (item.failure_id,)).fetchone()
+    if kept and kept[0] and not conn.execute(
+        "SELECT 1 FROM ingest_failures WHERE kept_copy = ? AND resolved_at IS NULL", (kept[0],)
+    ).fetchone():
+        files.remove_quietly(ws.data / kept[0])
 
 
 def _resolve_duplicate(conn: sqlite3.Connection, label: str) -> None:

@@ -123,6 +123,8 @@ def fetch(url: str, *, timeout_s: float, max_bytes: int, max_redirects: int, all
             check_url(current, allow_private)
             try:
                 with client.stream("GET", current, headers={"User-Agent": USER_AGENT, "Accept": "*/*"}) as resp:
+                    if not allow_private:
+                        _check_peer(current, resp)
                     if resp.is_redirect:
                         location = resp.headers.get("location")
                         if not location:
@@ -155,6 +157,24 @@ def fetch(url: str, *, timeout_s: float, max_bytes: int, max_redirects: int, all
             except httpx.HTTPError as exc:
                 raise IngestError("network", f"Could not fetch {current}: {exc.__class__.__name__}: {exc}", hint="check the URL and your connection, then retry with `kompl ingest --retry-failed`") from None
     raise IngestError("http_error", f"{url} redirected more than {max_redirects} times")
+
+
+def _check_peer(url: str, resp) -> None:
+    """Check the address actually connected to: DNS may answer differently the second
+    time (DNS rebinding), so a checked name could still lead to a private address.
+    Nothing of such a response is read or kept."""
+    stream = resp.extensions.get("network_stream")
+    peer = stream.get_extra_info("server_addr") if stream is not None else None
+    if not peer:
+        return
+    ip = ipaddress.ip_address(str(peer[0]).split("%")[0])
+    if not address_allowed(ip):
+        raise IngestError(
+            "blocked_address",
+            f"Refused to fetch {url}: the connection went to {ip}, a non-public address "
+            "(the host's DNS answer changed after it was checked)",
+            hint="pass --allow-private if you really mean to fetch from your own network",
+        )
 
 
 def _too_large(url: str, size: int, cap: int) -> IngestError:
