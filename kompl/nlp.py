@@ -399,9 +399,39 @@ def _analyze(text: str) -> Analysis:
     docs = nlp.pipe([b for _, b in blocks], batch_size=32)
     for (offset, _block), doc in zip(blocks, docs):
         _collect(result, doc, offset, masked, fallback)
+    _split_conjoined(result)
     _add_untagged_mentions(result, masked)
     result.words = sum(s.words for s in result.sentences)
     return result
+
+
+_CONJ = re.compile(r"\s+(?:and|&)\s+")
+
+
+def _split_conjoined(result: Analysis) -> None:
+    """"Chiefs and New York Jets", "Travis Kelce & Taylor Swift": two names in one span.
+
+    Split when every part is capitalised and some part is also named on its own in
+    the text, or every part has two words or more ("Procter & Gamble" stays whole).
+    """
+    alone = {m.text for m in result.mentions if m.is_entity and not _CONJ.search(m.text)}
+    for m in list(result.mentions):
+        if not m.is_entity or not _CONJ.search(m.text):
+            continue
+        parts, pos = [], 0
+        for sep in list(_CONJ.finditer(m.text)) + [None]:
+            end = sep.start() if sep else len(m.text)
+            parts.append((pos, m.text[pos:end]))
+            pos = sep.end() if sep else pos
+        if not all(p[:1].isupper() for _, p in parts):
+            continue
+        if not (any(p in alone for _, p in parts) or all(len(p.split()) >= 2 for _, p in parts)):
+            continue
+        (first_at, first), rest = parts[0], parts[1:]
+        m.start, m.end, m.text = m.start + first_at, m.start + first_at + len(first), first
+        for at, part in rest:
+            base = m.start - first_at
+            result.mentions.append(Mention(part, m.label, base + at, base + at + len(part), m.sent))
 
 
 def _add_untagged_mentions(result: Analysis, masked: str) -> None:
