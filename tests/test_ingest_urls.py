@@ -242,6 +242,8 @@ def test_connection_refused(kompl):
 def test_retry_keeps_allow_private(kompl, conn, server):
     url = server.page("/flaky", "down", status=503)
     ingest_json(kompl, url, "--allow-private", code=1)
+    ingest_json(kompl, "--retry-failed", code=1)  # still down: failing again keeps the option too
+    assert server.hits["/flaky"] == 2
     server.page("/flaky", f"<p>up again {token()}</p>")
     report = ingest_json(kompl, "--retry-failed")  # the retry needs no flag repeated
     assert len(report["ingested"]) == 1

@@ -127,7 +127,7 @@ def ingest(
             kept = _keep_stdin_copy(ws, item) if item.kind == "stdin" else None
             store.record_failure(
                 conn, input=label, input_kind=item.kind, code=exc.code, error=exc.message, hint=exc.hint,
-                options={"title": item.title, "allow_private": allow_private}, kept_copy=kept,
+                options={"title": item.title, "allow_private": allow_private or item.allow_private}, kept_copy=kept,
                 failure_id=item.failure_id,
             )
             report.failed.append({"input": label, "error": exc.message, "code": exc.code, "hint": exc.hint})
