@@ -44,6 +44,7 @@ class Settings:
     llm_timeout_s: float = 120.0
     daily_budget_usd: float = 0.0  # 0 = no cap
     embedder: str = "hashing"
+    extract_chunk_tokens: int = 0  # source tokens per extraction call (0 = a default per model)
 
     @classmethod
     def load(cls, root: Path | None, env: dict[str, str] | None = None) -> "Settings":

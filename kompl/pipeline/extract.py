@@ -156,7 +156,7 @@ def chunk_tokens_for(ws: Workspace, model: str, chunk_tokens: int | None = None)
     """Source tokens per model call: the argument, the `extract_chunk_tokens` setting, or a default."""
     if chunk_tokens:
         return int(chunk_tokens)
-    configured = getattr(ws.settings, "extract_chunk_tokens", 0)
+    configured = ws.settings.extract_chunk_tokens
     if configured:
         return int(configured)
     from kompl.llm import OFFLINE_MODEL
