@@ -80,15 +80,9 @@ def respond(purpose: str, variables: dict[str, Any], schema: type[BaseModel]) ->
 
 # --- reference contracts (stages define their own; these document the shapes) --------------
 
-class Decision(BaseModel):
-    same: bool
-    confidence: float = Field(ge=0, le=1)
-    reason: str = ""
-
-
-class DisambiguationResult(BaseModel):
-    decisions: list[Decision]
-    model: str = ""
+# The disambiguation contract belongs to the resolve stage; re-exported here for reference.
+from kompl.pipeline.resolve import DisambiguationResult  # noqa: E402
+from kompl.pipeline.resolve import PairDecision as Decision  # noqa: E402
 
 
 class TriageResult(BaseModel):

@@ -72,10 +72,44 @@ def open_workspace(ctx: typer.Context):
     return ws, db.connect(ws.db_path)
 
 
+class ProgressBar:
+    """A rich progress bar on stderr fed by a service's progress events (or nothing).
+
+    `advance_on` names the event that finishes one item; `describe` turns that
+    event's info into the text shown next to the bar.
+    """
+
+    def __init__(self, label: str, *, enabled: bool, advance_on: str, describe):
+        self.label, self.enabled, self.advance_on, self.describe = label, enabled, advance_on, describe
+        self.bar = None
+        self.task = None
+
+    def __enter__(self):
+        if not self.enabled:
+            return None
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(TextColumn(self.label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                            TextColumn("{task.description}"), console=err_console(), transient=True)
+        self.bar.__enter__()
+        return self.on_event
+
+    def on_event(self, event: str, info: dict) -> None:
+        if event == "start":
+            self.task = self.bar.add_task("", total=info["total"])
+        elif event == self.advance_on and self.task is not None:
+            self.bar.update(self.task, advance=1, description=esc(str(self.describe(info))[:40]))
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+        return False
+
+
 def esc(text: Any) -> str:
     from rich.markup import escape
 
     return escape(str(text))
 
 
-__all__ = ["EXIT_ERROR", "KomplGroup", "error", "esc", "home_of", "open_workspace", "print_json"]
+__all__ = ["EXIT_ERROR", "KomplGroup", "ProgressBar", "error", "esc", "home_of", "open_workspace", "print_json"]

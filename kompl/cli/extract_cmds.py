@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kompl.cli.common import err_console, esc, open_workspace, out_console, print_json
+from kompl.cli.common import ProgressBar, err_console, esc, open_workspace, out_console, print_json
 from kompl.errors import EXIT_FAILURES
 
 
@@ -35,7 +35,8 @@ def extract(
 
     ws, conn = open_workspace(ctx)
     with closing(conn):
-        with _Progress(enabled=not json_out) as on_progress:
+        with ProgressBar("extract", enabled=not json_out, advance_on="source",
+                         describe=lambda info: info.get("title", "")) as on_progress:
             report = extract_pending(ws, conn, model=model, source_ids=source or None,
                                      on_progress=on_progress, force=force)
     if json_out:
@@ -46,36 +47,6 @@ def extract(
         raise typer.Exit(EXIT_FAILURES)
 
 
-class _Progress:
-    """A rich progress bar fed by the extraction events (or nothing)."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-        self.bar = None
-        self.task = None
-
-    def __enter__(self):
-        if not self.enabled:
-            return None
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.bar = Progress(TextColumn("extract"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                            TextColumn("{task.description}"), console=err_console(), transient=True)
-        self.bar.__enter__()
-        return self.on_event
-
-    def on_event(self, event: str, info: dict) -> None:
-        if event == "start":
-            self.task = self.bar.add_task("", total=info["total"])
-        elif event == "source" and self.task is not None:
-            self.bar.update(self.task, advance=1, description=esc(str(info.get("title", ""))[:40]))
-
-    def __exit__(self, *exc):
-        if self.bar is not None:
-            self.bar.__exit__(*exc)
-        return False
-
-
 def _summary(report) -> None:
     from rich.table import Table
 
@@ -84,10 +55,11 @@ def _summary(report) -> None:
         err.print(f"[yellow]note:[/] {esc(notice)}")
     if report.extracted:
         table = Table(title=f"Extracted with {esc(report.model)}", title_justify="left")
-        for col in ("source", "title", "chunks", "entities", "concepts", "claims", "relations", "seconds"):
-            table.add_column(col, justify="right" if col not in ("source", "title") else "left")
+        table.add_column("title", no_wrap=True, overflow="ellipsis", max_width=18)
+        for col in ("chunks", "entities", "concepts", "claims", "relations", "sec"):
+            table.add_column(col, justify="right", no_wrap=True)
         for row in report.extracted:
-            table.add_row(row["source_id"], esc(row["title"][:60]), str(row["chunks"]), str(row["entities"]),
+            table.add_row(esc(row["title"][:80]), str(row["chunks"]), str(row["entities"]),
                           str(row["concepts"]), str(row["claims"]), str(row["relationships"]), f"{row['seconds']:.2f}")
         console.print(table)
     for skip in report.skipped:

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kompl.cli.common import esc, open_workspace, out_console, print_json
+from kompl.cli.common import ProgressBar, esc, open_workspace, out_console, print_json
 from kompl.errors import EXIT_FAILURES, KomplError
 
 
@@ -50,7 +50,8 @@ def ingest(
                                stdin=lambda: sys.stdin.buffer.read(), title=title, exclude=ws.data)
         if retry_failed:
             items.extend(retry_inputs(ws, conn))
-        with _progress(enabled=not json_out and len(items) > 1) as on_progress:
+        with ProgressBar("ingest", enabled=not json_out and len(items) > 1, advance_on="item",
+                         describe=lambda info: Path(info["input"]).name) as on_progress:
             report = run_ingest(ws, conn, items, report=report,
                                 allow_private=allow_private or None, on_progress=on_progress)
     if json_out:
@@ -59,36 +60,6 @@ def ingest(
         _summary(report)
     if not report.ok:
         raise typer.Exit(EXIT_FAILURES)
-
-
-class _progress:
-    """A rich progress bar fed by the ingest service's events (or nothing)."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-        self.bar = None
-        self.task = None
-
-    def __enter__(self):
-        if not self.enabled:
-            return None
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.bar = Progress(TextColumn("ingest"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                            TextColumn("{task.description}"), console=_stderr(), transient=True)
-        self.bar.__enter__()
-        return self.on_event
-
-    def on_event(self, event: str, info: dict) -> None:
-        if event == "start":
-            self.task = self.bar.add_task("", total=info["total"])
-        elif event == "item":
-            self.bar.update(self.task, advance=1, description=esc(Path(info["input"]).name[:40]))
-
-    def __exit__(self, *exc):
-        if self.bar is not None:
-            self.bar.__exit__(*exc)
-        return False
 
 
 def _stderr():

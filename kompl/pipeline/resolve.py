@@ -76,6 +76,7 @@ class DisambiguationResult(BaseModel):
     """The `disambiguate` contract: one decision per pair, in the order the pairs were given."""
 
     decisions: list[PairDecision]
+    model: str = ""  # which model decided (the offline model fills it in)
 
 
 # --- names and matching (pure functions) ---------------------------------------------------
