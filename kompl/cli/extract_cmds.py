@@ -56,7 +56,7 @@ def _summary(report) -> None:
     if report.extracted:
         table = Table(title=f"Extracted with {esc(report.model)}", title_justify="left")
         table.add_column("title", no_wrap=True, overflow="ellipsis", max_width=18)
-        for col in ("chunks", "entities", "concepts", "claims", "relations", "sec"):
+        for col in ("chunks", "entities", "concepts", "claims", "relations", "secs"):
             table.add_column(col, justify="right", no_wrap=True)
         for row in report.extracted:
             table.add_row(esc(row["title"][:80]), str(row["chunks"]), str(row["entities"]),
