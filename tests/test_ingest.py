@@ -207,7 +207,7 @@ def test_url_title_option_and_url_fallback_title(kompl, conn):
         plain = srv.page("/notes/today", "just words, no heading\n", content_type="text/plain")
         given = srv.page("/other", "other words\n", content_type="text/plain")
         report = ingest_json(kompl, plain, "--allow-private")
-        assert report["ingested"][0]["title"] == f"127.0.0.1/notes/today"
+        assert report["ingested"][0]["title"] == "127.0.0.1/notes/today"
         assert report["ingested"][0]["title_from"] == "url"
         report = ingest_json(kompl, given, "--allow-private", "--title", "Chosen")
         assert report["ingested"][0]["title"] == "Chosen"
