@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from kompl import __version__
-from kompl.cli import demo_cmds, ingest_cmds, llm_cmds, workspace_cmds
+from kompl.cli import demo_cmds, ingest_cmds, llm_cmds, pages_cmds, workspace_cmds
 from kompl.cli import extract_cmds
 from kompl.cli import resolve_cmds
 from kompl.cli.common import KomplGroup
@@ -54,6 +54,9 @@ app.command()(resolve_cmds.resolve)
 app.add_typer(resolve_cmds.aliases_app, name="aliases")
 app.command()(llm_cmds.stats)
 app.command()(demo_cmds.demo)
+app.command()(pages_cmds.pages)
+app.command()(pages_cmds.show)
+app.command()(pages_cmds.history)
 
 
 def run() -> None:
