@@ -62,9 +62,16 @@ def status(
     table.add_row("model", esc(info["model"]))
     for name, count in info["sources"].items():
         table.add_row(f"sources {name}", str(count))
+    table.add_row("pages", str(info["pages"]))
     table.add_row("failed inputs", str(info["failed_inputs"]))
     for name, count in info["pending"].items():
-        table.add_row(f"pending {name}", str(count))
-    out_console().print(table)
+        table.add_row(f"pending: {name.replace('_', ' ')}", str(count))
+    console = out_console()
+    console.print(table)
+    for plan in info["failed_drafts"]:
+        console.print(f"[red]draft failed[/] plan {plan['plan_id']} ({esc(plan['title'])}) after "
+                      f"{plan['attempts']} attempt(s): {esc(plan['error'] or '')}")
+    if info["failed_drafts"]:
+        console.print("Failed drafts stay pending: `kompl compile` tries them again.")
     if info["failed_inputs"]:
-        out_console().print("See [bold]kompl sources --failed[/]; retry with [bold]kompl ingest --retry-failed[/]")
+        console.print("See [bold]kompl sources --failed[/]; retry with [bold]kompl ingest --retry-failed[/]")
