@@ -267,7 +267,7 @@ def _approve_one(ws: Workspace, conn: sqlite3.Connection, plan_id: int, report: 
     touched.append(row["page_id"])
     if page is None:
         linked = wiki.link_pass(ws, conn, [row["page_id"]])
-        report.linked.extend(linked)
+        report.linked.extend(pid for pid in linked if pid not in report.linked)
         touched.extend(linked)
 
 
