@@ -225,17 +225,25 @@ def approve(ws: Workspace, conn: sqlite3.Connection, plan_ids: Sequence[int] | s
     """Commit drafts (`plan_ids`, or ALL drafts). Stale drafts are re-planned; failures are collected."""
     report = ApproveReport()
     touched: list[int] = []
+    created: list[int] = []
     for plan_id in _ids(conn, plan_ids):
         try:
-            _approve_one(ws, conn, plan_id, report, touched)
+            _approve_one(ws, conn, plan_id, report, touched, created)
         except Exception as exc:  # noqa: BLE001 - one bad plan must not stop the others; the error is reported
             report.failed.append({"plan_id": plan_id, "error": str(exc)})
+    if created:
+        # One link pass for the whole batch: every page (the new ones included) gains
+        # links to the new pages, as one new version per page that changed.
+        linked = wiki.link_pass(ws, conn, created)
+        report.linked.extend(pid for pid in linked if pid not in report.linked)
+        touched.extend(linked)
     if touched:
         report.vectors = _sync_vectors(ws, conn, sorted(set(touched)))
     return report
 
 
-def _approve_one(ws: Workspace, conn: sqlite3.Connection, plan_id: int, report: ApproveReport, touched: list[int]) -> None:
+def _approve_one(ws: Workspace, conn: sqlite3.Connection, plan_id: int, report: ApproveReport,
+                 touched: list[int], created: list[int]) -> None:
     plan = _require_plan(conn, plan_id)
     if plan["status"] != "drafted":
         raise KomplError(f"Plan {plan_id} is {plan['status']}, not a draft waiting for review",
@@ -266,9 +274,7 @@ def _approve_one(ws: Workspace, conn: sqlite3.Connection, plan_id: int, report: 
     report.approved.append(_entry(plan, row))
     touched.append(row["page_id"])
     if page is None:
-        linked = wiki.link_pass(ws, conn, [row["page_id"]])
-        report.linked.extend(pid for pid in linked if pid not in report.linked)
-        touched.extend(linked)
+        created.append(row["page_id"])
 
 
 def _entry(plan: dict, page: dict) -> dict:

@@ -250,7 +250,11 @@ def write_files(ws: Workspace, conn: sqlite3.Connection, page: dict) -> None:
 
 
 def link_pass(ws: Workspace, conn: sqlite3.Connection, page_ids: Iterable[int]) -> list[int]:
-    """Existing pages that mention the given (new) pages gain links to them, each as a new version."""
+    """Pages that mention the given (new) pages gain links to them, each as one new version.
+
+    Every page is considered, the new ones too: a batch of new pages links to each
+    other whatever order they were committed in.
+    """
     new_pages = [get(conn, pid) for pid in page_ids]
     if not new_pages:
         return []
@@ -258,8 +262,6 @@ def link_pass(ws: Workspace, conn: sqlite3.Connection, page_ids: Iterable[int]) 
     names = [n.casefold() for p in new_pages for n in (p["title"], *p["aliases"])]
     changed = []
     for other in list_pages(conn):
-        if other["page_id"] in {p["page_id"] for p in new_pages}:
-            continue
         text = content(conn, other["page_id"])
         front, body = md.split_frontmatter(text)
         if not any(n in body.casefold() for n in names):
