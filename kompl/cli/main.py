@@ -15,6 +15,7 @@ from kompl.cli import demo_cmds, ingest_cmds, llm_cmds, pages_cmds, workspace_cm
 from kompl.cli import extract_cmds
 from kompl.cli import resolve_cmds
 from kompl.cli import review_cmds
+from kompl.cli import doctor_cmds
 from kompl.cli.common import KomplGroup
 
 app = typer.Typer(
@@ -63,6 +64,8 @@ app.command()(review_cmds.drafts)
 app.command()(review_cmds.diff)
 app.command()(review_cmds.approve)
 app.command()(review_cmds.reject)
+app.command()(doctor_cmds.doctor)
+app.command()(doctor_cmds.conflicts)
 
 
 def run() -> None:
