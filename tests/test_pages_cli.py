@@ -60,3 +60,13 @@ def test_unknown_page_is_a_clear_error(kompl, wiki):
     result = kompl("show", "No Such Page")
     assert result.exit_code == 2
     assert "No page" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_crash_between_commit_and_file_write_is_repaired_by_the_next_command(kompl, wiki, ws):
+    path = ws.pages_dir / "alexander-fleming.md"
+    path.write_text((ws.history_dir / "alexander-fleming" / "1.md").read_text())  # the old file won the race
+    (ws.pages_dir / "hidden-person.md").unlink()
+    result = kompl("pages", "--json")
+    assert result.exit_code == 0
+    assert "in 1928" in path.read_text()
+    assert (ws.pages_dir / "hidden-person.md").exists()

@@ -69,7 +69,17 @@ def open_workspace(ctx: typer.Context):
     from kompl.workspace import find_workspace
 
     ws = find_workspace(home_of(ctx))
-    return ws, db.connect(ws.db_path)
+    conn = db.connect(ws.db_path)
+    try:
+        # The database is the truth: page files that a crash left stale or missing are
+        # rewritten, and hand edits are taken in as human versions, before any command runs.
+        from kompl.doctor import repair_on_start
+
+        repair_on_start(ws, conn)
+    except BaseException:
+        conn.close()
+        raise
+    return ws, conn
 
 
 class ProgressBar:
