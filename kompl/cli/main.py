@@ -16,6 +16,7 @@ from kompl.cli import extract_cmds
 from kompl.cli import resolve_cmds
 from kompl.cli import review_cmds
 from kompl.cli import doctor_cmds
+from kompl.cli import read_cmds
 from kompl.cli.common import KomplGroup
 
 app = typer.Typer(
@@ -66,6 +67,10 @@ app.command()(review_cmds.approve)
 app.command()(review_cmds.reject)
 app.command()(doctor_cmds.doctor)
 app.command()(doctor_cmds.conflicts)
+app.command()(read_cmds.search)
+app.command()(read_cmds.ask)
+app.command()(read_cmds.chat)
+app.command()(read_cmds.mcp)
 
 
 def run() -> None:

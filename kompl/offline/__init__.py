@@ -99,3 +99,4 @@ __all__ = [
 from kompl.offline import extract as _extract  # noqa: E402,F401
 from kompl.offline import resolve as _resolve  # noqa: E402,F401
 from kompl.offline import judge as _judge  # noqa: E402,F401
+from kompl.offline import answer as _answer  # noqa: E402,F401
