@@ -15,6 +15,7 @@ from kompl.cli import demo_cmds, ingest_cmds, llm_cmds, pages_cmds, workspace_cm
 from kompl.cli import extract_cmds
 from kompl.cli import resolve_cmds
 from kompl.cli import review_cmds
+from kompl.cli import draft_cmds
 from kompl.cli import doctor_cmds
 from kompl.cli import read_cmds
 from kompl.cli.common import KomplGroup
@@ -61,6 +62,7 @@ app.command()(pages_cmds.pages)
 app.command()(pages_cmds.show)
 app.command()(pages_cmds.history)
 app.command()(review_cmds.plan)
+app.command()(draft_cmds.draft)
 app.command()(review_cmds.drafts)
 app.command()(review_cmds.diff)
 app.command()(review_cmds.approve)

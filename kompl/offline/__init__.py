@@ -98,5 +98,6 @@ __all__ = [
 # Register the handlers (each module uses @handler from above).
 from kompl.offline import extract as _extract  # noqa: E402,F401
 from kompl.offline import resolve as _resolve  # noqa: E402,F401
+from kompl.offline import draft as _draft  # noqa: E402,F401
 from kompl.offline import judge as _judge  # noqa: E402,F401
 from kompl.offline import answer as _answer  # noqa: E402,F401
