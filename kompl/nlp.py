@@ -315,6 +315,9 @@ _TEMPLATE = re.compile(r"\{\{.*?\}\}|\{%.*?%\}")
 _TAG = re.compile(r"</?[A-Za-z][^>\n]*>")
 _LINE_MARK = re.compile(r"^[ \t]*(?:#{1,6}[ \t]|>[ \t]?|[-*+][ \t]|\d+\.[ \t])", re.M)
 _INLINE = re.compile(r"\*\*|__|(?<!\w)[*_](?=\S)|(?<=\S)[*_](?!\w)|`+|\||^[ \t]*[-=*_]{3,}[ \t]*$", re.M)
+_COMMENT = re.compile(r"<!--.*?-->", re.S)
+_TABLE_SEP = re.compile(r"^[ \t]*\|?(?:[ \t]*:?-{3,}:?[ \t]*\|)+[ \t]*:?-*:?[ \t]*$", re.M)
+_TABLE_ROW = re.compile(r"^[ \t]*\|.*\|[ \t]*$", re.M)
 _BLOCK_SPLIT = re.compile(r"\n[ \t]*\n")
 _MAX_BLOCK = 50_000
 
@@ -331,7 +334,7 @@ def mask_markdown(text: str) -> str:
     m = _FRONT_MATTER.match(text)
     if m:
         blank(m.start(), m.end())
-    for rx in (_IMAGE, _TEMPLATE, _TAG):
+    for rx in (_COMMENT, _IMAGE, _TEMPLATE, _TAG, _TABLE_SEP):
         for m in rx.finditer(text):
             blank(m.start(), m.end())
     for m in _LINK.finditer(text):
@@ -340,6 +343,10 @@ def mask_markdown(text: str) -> str:
     for rx in (_URL, _LINE_MARK, _INLINE):
         for m in rx.finditer(text):
             blank(m.start(), m.end())
+    # Each table row reads as one sentence: its closing pipe becomes a full stop.
+    for m in _TABLE_ROW.finditer(text):
+        if chars[m.start():m.end()] and any(c.strip() for c in chars[m.start():m.end()]):
+            chars[text.rindex("|", m.start(), m.end())] = "."
     return "".join(chars)
 
 
@@ -665,7 +672,9 @@ def _collect_triples(result: Analysis, doc, sent_of_token, mention_of_token) -> 
                 sent_idx = sent_of_token.get(verb.i)
                 if sent_idx is not None:
                     subj, obj = (oi, si) if s.dep_ == "nsubjpass" else (si, oi)
-                    result.triples.append(Triple(subj, verb.lemma_.lower(), obj, sent_idx))
+                    # "found" is nearly always the past of "find"; "to found" appears as "founded".
+                    lemma = "find" if verb.lower_ == "found" else verb.lemma_.lower()
+                    result.triples.append(Triple(subj, lemma, obj, sent_idx))
 
 
 def _mention_in(token, mention_of_token) -> int | None:

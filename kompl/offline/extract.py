@@ -217,6 +217,9 @@ def _claims(analysis, canon: dict[int, str]) -> list[dict]:
     for idx, sent in enumerate(analysis.sentences):
         if sent.words < 6 or sent.words > 80 or sent.text.endswith("?") or nlp.is_boilerplate(sent.text):
             continue
+        line_start = analysis.text.rfind("\n", 0, sent.start) + 1
+        if analysis.text[line_start:sent.start + 1].lstrip().startswith("|"):
+            continue  # a table row: its cells feed entities, but it is not a stated claim
         names = list(dict.fromkeys(canon[i] for i in per[idx] if i in canon))
         values = sum(1 for i in per[idx] if not analysis.mentions[i].is_entity)
         asserts = any(v in ASSERTION_VERBS for v in sent.verbs) or bool(_ASSERTION_TEXT.search(sent.text))
