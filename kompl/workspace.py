@@ -45,6 +45,7 @@ class Settings:
     daily_budget_usd: float = 0.0  # 0 = no cap
     embedder: str = "hashing"
     extract_chunk_tokens: int = 0  # source tokens per extraction call (0 = a default per model)
+    draft_input_tokens: int = 0  # prompt budget of one drafting call (0 = a default per model)
 
     @classmethod
     def load(cls, root: Path | None, env: dict[str, str] | None = None) -> "Settings":

@@ -148,6 +148,18 @@ def test_a_create_plan_no_longer_warranted_is_superseded(ws, conn):
     assert any(s["plan_id"] == plan_id for s in report.superseded)
 
 
+def test_a_saved_answer_draft_survives_planning(ws, conn):
+    """Answers saved from chat are asked for by a person: the planner never closes them."""
+    add_source(ws, conn, "One", entities=[FLOREY])
+    now = "2026-01-01T00:00:00Z"
+    conn.execute(
+        "INSERT INTO page_plans (page_key, page_type, title, action, status, inputs_hash, inputs, draft,"
+        " created_at, updated_at) VALUES ('answer:abc', 'answer', 'Who led Oxford?', 'create', 'drafted',"
+        " 'h', '{}', 'Howard Florey.', ?, ?)", (now, now))
+    P.plan_pending(ws, conn)
+    assert open_plans(conn)["answer:abc"]["status"] == "drafted"
+
+
 # --- idempotence, supersession, tombstones -----------------------------------------------------------------
 
 def test_replanning_unchanged_state_creates_nothing_and_calls_no_model(ws, conn):

@@ -20,6 +20,23 @@ class KomplGroup(TyperGroup):
     Ctrl-C ends quietly with 130. KOMPL_DEBUG=1 re-raises for a traceback.
     """
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Commands grouped by their help panel, in registration order, descriptions not cut short.
+
+        Plain click formatting (rich_markup_mode=None) keeps `kompl --help` fast:
+        typer's rich renderer alone costs ~0.2 s of start-up.
+        """
+        sections: dict[str, list[tuple[str, str]]] = {}
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is None or cmd.hidden:
+                continue
+            panel = getattr(cmd, "rich_help_panel", None) or "Commands"
+            sections.setdefault(panel, []).append((name, cmd.get_short_help_str(limit=300)))
+        for panel, rows in sections.items():
+            with formatter.section(panel):
+                formatter.write_dl(rows)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)

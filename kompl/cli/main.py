@@ -11,18 +11,26 @@ from typing import Annotated, Optional
 import typer
 
 from kompl import __version__
-from kompl.cli import demo_cmds, ingest_cmds, llm_cmds, pages_cmds, workspace_cmds
-from kompl.cli import extract_cmds
-from kompl.cli import resolve_cmds
-from kompl.cli import review_cmds
-from kompl.cli import draft_cmds
-from kompl.cli import doctor_cmds
-from kompl.cli import read_cmds
+from kompl.cli import (
+    compile_cmds,
+    demo_cmds,
+    doctor_cmds,
+    draft_cmds,
+    extract_cmds,
+    ingest_cmds,
+    llm_cmds,
+    pages_cmds,
+    read_cmds,
+    resolve_cmds,
+    review_cmds,
+    workspace_cmds,
+)
 from kompl.cli.common import KomplGroup
 
 app = typer.Typer(
     cls=KomplGroup,
     name="kompl",
+    rich_markup_mode=None,
     help=(
         "kompl compiles documents into a reviewed, interlinked, cited wiki.\n\n"
         "Start with `kompl init DIR`, then `kompl ingest FILES...`. Every command finds its "
@@ -49,31 +57,33 @@ def main(
     ctx.obj = {"home": home}
 
 
-app.command()(workspace_cmds.init)
-app.command()(ingest_cmds.ingest)
-app.command()(ingest_cmds.sources)
-app.command()(extract_cmds.extract)
-app.command()(workspace_cmds.status)
-app.command()(resolve_cmds.resolve)
-app.add_typer(resolve_cmds.aliases_app, name="aliases")
-app.command()(llm_cmds.stats)
-app.command()(demo_cmds.demo)
-app.command()(pages_cmds.pages)
-app.command()(pages_cmds.show)
-app.command()(pages_cmds.history)
-app.command()(review_cmds.plan)
-app.command()(draft_cmds.draft)
-app.command()(review_cmds.drafts)
-app.command()(review_cmds.diff)
-app.command()(review_cmds.approve)
-app.command()(review_cmds.reject)
-app.command()(doctor_cmds.doctor)
-app.command()(doctor_cmds.conflicts)
-app.command()(read_cmds.search)
-app.command()(read_cmds.ask)
-app.command()(read_cmds.chat)
-app.command()(read_cmds.mcp)
+BUILD, REVIEW, READ, CHECK, STAGES = "Build the wiki", "Review drafts", "Read the wiki", "Check and maintain", "Run one stage"
 
+app.command(rich_help_panel=BUILD)(workspace_cmds.init)
+app.command(rich_help_panel=BUILD)(ingest_cmds.ingest)
+app.command(name="compile", rich_help_panel=BUILD)(compile_cmds.compile_)
+app.command(rich_help_panel=BUILD)(demo_cmds.demo)
+app.command(rich_help_panel=REVIEW)(review_cmds.drafts)
+app.command(rich_help_panel=REVIEW)(review_cmds.diff)
+app.command(rich_help_panel=REVIEW)(review_cmds.approve)
+app.command(rich_help_panel=REVIEW)(review_cmds.reject)
+app.command(rich_help_panel=READ)(read_cmds.search)
+app.command(rich_help_panel=READ)(read_cmds.ask)
+app.command(rich_help_panel=READ)(read_cmds.chat)
+app.command(rich_help_panel=READ)(pages_cmds.pages)
+app.command(rich_help_panel=READ)(pages_cmds.show)
+app.command(rich_help_panel=READ)(pages_cmds.history)
+app.command(rich_help_panel=READ)(read_cmds.mcp)
+app.command(rich_help_panel=CHECK)(workspace_cmds.status)
+app.command(rich_help_panel=CHECK)(ingest_cmds.sources)
+app.command(rich_help_panel=CHECK)(llm_cmds.stats)
+app.command(rich_help_panel=CHECK)(doctor_cmds.doctor)
+app.command(rich_help_panel=CHECK)(doctor_cmds.conflicts)
+app.add_typer(resolve_cmds.aliases_app, name="aliases", rich_help_panel=CHECK)
+app.command(rich_help_panel=STAGES)(extract_cmds.extract)
+app.command(rich_help_panel=STAGES)(resolve_cmds.resolve)
+app.command(rich_help_panel=STAGES)(review_cmds.plan)
+app.command(rich_help_panel=STAGES)(draft_cmds.draft)
 
 def run() -> None:
     app()

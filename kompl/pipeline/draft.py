@@ -272,7 +272,7 @@ def input_budget(ws: Workspace, model: str, override: int | None = None) -> int:
     setting, or a default per model (the offline model gets OFFLINE_INPUT_TOKENS)."""
     if override:
         return int(override)
-    configured = getattr(ws.settings, "draft_input_tokens", 0)
+    configured = ws.settings.draft_input_tokens
     if configured:
         return int(configured)
     from kompl.llm import OFFLINE_MODEL

@@ -348,9 +348,10 @@ def plan_pending(ws: Workspace, conn: sqlite3.Connection, *, source_ids: list[st
                       committed.get(want.page_key), carried.get(want.page_key, set()), active, hashes, schema, report)
 
         # A create plan nothing asks for any more (its sources were archived, its entity merged away).
+        # Saved chat answers are asked for by a person, not by the sources: they stay.
         if source_ids is None and page_keys is None:
             for key, plan in opened.items():
-                if plan["action"] == "create" and key not in wanted_keys:
+                if plan["action"] == "create" and key not in wanted_keys and plan["page_type"] != "answer":
                     supersede(conn, plan["plan_id"], "no longer warranted by the active sources")
                     report.superseded.append({"plan_id": plan["plan_id"], "page_key": key, "reason": "unwarranted"})
         if report.changed:
