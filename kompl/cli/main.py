@@ -18,7 +18,9 @@ from kompl.cli import (
     draft_cmds,
     extract_cmds,
     ingest_cmds,
+    lint_cmds,
     llm_cmds,
+    log_cmds,
     pages_cmds,
     read_cmds,
     resolve_cmds,
@@ -79,6 +81,8 @@ app.command(rich_help_panel=CHECK)(ingest_cmds.sources)
 app.command(rich_help_panel=CHECK)(llm_cmds.stats)
 app.command(rich_help_panel=CHECK)(doctor_cmds.doctor)
 app.command(rich_help_panel=CHECK)(doctor_cmds.conflicts)
+app.command(rich_help_panel=CHECK)(lint_cmds.lint)
+app.command(rich_help_panel=CHECK)(log_cmds.log)
 app.add_typer(resolve_cmds.aliases_app, name="aliases", rich_help_panel=CHECK)
 app.command(rich_help_panel=STAGES)(extract_cmds.extract)
 app.command(rich_help_panel=STAGES)(resolve_cmds.resolve)
