@@ -20,6 +20,7 @@ from kompl.cli import (
     ingest_cmds,
     lint_cmds,
     llm_cmds,
+    maintain_cmds,
     log_cmds,
     pages_cmds,
     read_cmds,
@@ -83,6 +84,10 @@ app.command(rich_help_panel=CHECK)(doctor_cmds.doctor)
 app.command(rich_help_panel=CHECK)(doctor_cmds.conflicts)
 app.command(rich_help_panel=CHECK)(lint_cmds.lint)
 app.command(rich_help_panel=CHECK)(log_cmds.log)
+app.command(rich_help_panel=CHECK)(maintain_cmds.archive)
+app.command(rich_help_panel=CHECK)(maintain_cmds.unarchive)
+app.command(rich_help_panel=CHECK)(maintain_cmds.delete)
+app.command(rich_help_panel=CHECK)(maintain_cmds.recompile)
 app.add_typer(resolve_cmds.aliases_app, name="aliases", rich_help_panel=CHECK)
 app.command(rich_help_panel=STAGES)(extract_cmds.extract)
 app.command(rich_help_panel=STAGES)(resolve_cmds.resolve)

@@ -158,6 +158,48 @@ def reconcile(ws: Workspace, conn: sqlite3.Connection) -> dict[str, int]:
     return removed
 
 
+# --- maintenance (archive / delete; see kompl/maintain.py) -----------------------------
+
+STATUSES = ("active", "archived")
+
+
+def set_status(conn: sqlite3.Connection, source_id: str, status: str) -> bool:
+    """Set a source's status ('active' or 'archived'). Returns whether it changed.
+
+    Call inside the caller's transaction (the audit row is the caller's).
+    """
+    if status not in STATUSES:
+        raise ValueError(f"unknown source status {status!r}")
+    cur = conn.execute("UPDATE sources SET status = ? WHERE source_id = ? AND status != ?", (status, source_id, status))
+    return cur.rowcount > 0
+
+
+def delete_source(conn: sqlite3.Connection, source_id: str) -> bool:
+    """Delete a source's row; its extraction, mentions, claims, relationships and conflicts
+    go with it (ON DELETE CASCADE). Returns whether a row was deleted.
+
+    Call inside the caller's transaction. The raw and original files stay until
+    `remove_source_files` (or `reconcile`, which removes files no row refers to).
+    """
+    return conn.execute("DELETE FROM sources WHERE source_id = ?", (source_id,)).rowcount > 0
+
+
+def remove_source_files(ws: Workspace, conn: sqlite3.Connection, source_id: str,
+                        original_name: str | None) -> dict[str, int]:
+    """Remove a deleted source's raw file, and its original unless another source row shares
+    those bytes. Idempotent; does nothing while a row for `source_id` still exists."""
+    removed = {"raw": 0, "originals": 0}
+    with ingest_lock(ws):
+        if get(conn, source_id) is not None:
+            return removed
+        removed["raw"] += files.remove_quietly(raw_path(ws, source_id))
+        if original_name and "/" not in original_name and not original_name.startswith("."):
+            shared = conn.execute("SELECT 1 FROM sources WHERE original_name = ? LIMIT 1", (original_name,)).fetchone()
+            if shared is None:
+                removed["originals"] += files.remove_quietly(ws.originals_dir / original_name)
+    return removed
+
+
 # --- failures -------------------------------------------------------------------------
 
 def record_failure(
