@@ -12,6 +12,7 @@ import typer
 
 from kompl import __version__
 from kompl.cli import (
+    archive_cmds,
     compile_cmds,
     demo_cmds,
     doctor_cmds,
@@ -84,6 +85,8 @@ app.command(rich_help_panel=CHECK)(doctor_cmds.doctor)
 app.command(rich_help_panel=CHECK)(doctor_cmds.conflicts)
 app.command(rich_help_panel=CHECK)(lint_cmds.lint)
 app.command(rich_help_panel=CHECK)(log_cmds.log)
+app.command(rich_help_panel=CHECK)(archive_cmds.export)
+app.command(name="import", rich_help_panel=CHECK)(archive_cmds.import_)
 app.command(rich_help_panel=CHECK)(maintain_cmds.archive)
 app.command(rich_help_panel=CHECK)(maintain_cmds.unarchive)
 app.command(rich_help_panel=CHECK)(maintain_cmds.delete)
