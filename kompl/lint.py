@@ -19,8 +19,10 @@ Deterministic checks (their names are the `check` of each finding):
   an orphan while another page cites its source (readers reach it from the citation).
 - `no_provenance` (warning): a page with no sources (overview pages excepted:
   they are built from other pages, not from sources).
-- `sources_inactive` (warning): every source of the page is archived (the page
-  is hidden) or deleted (its row is gone).
+- `sources_inactive`: every source of the page is archived or deleted (its row
+  is gone). Info when they are all archived: archiving is a deliberate, reversible
+  choice and the page is already hidden from readers; warning when one was deleted
+  (the delete should have removed or re-planned the page).
 - `stale_page` (warning), checked for visible pages with no open plan (a plan
   waiting in the outbox is the fix on its way): the page's basis is the latest
   version not written by the linker, dated by the plan it was drafted from
@@ -380,7 +382,8 @@ def _check_inactive_sources(ws, conn, wiki: _Wiki, report: LintReport, fix: bool
             continue
         parts = ([f"{len(archived)} archived"] if archived else []) + ([f"{len(deleted)} deleted"] if deleted else [])
         hidden = " (hidden from readers)" if archived and not deleted else ""
-        report.add("sources_inactive", "warning", f"none of its sources is active: {', '.join(parts)}{hidden}",
+        report.add("sources_inactive", "warning" if deleted else "info",
+                   f"none of its sources is active: {', '.join(parts)}{hidden}",
                    page=page, archived=archived, deleted=deleted)
 
 

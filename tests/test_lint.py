@@ -140,7 +140,9 @@ def test_pages_without_active_sources_or_provenance(wiki):
     timeline_page = store.get_by_key(conn, f"source:{timeline}")
     assert inactive[timeline_page["page_id"]]["details"]["archived"] == [timeline]
     assert "hidden" in inactive[timeline_page["page_id"]]["message"]
+    assert inactive[timeline_page["page_id"]]["severity"] == "info"  # archiving was a choice; the page is hidden
     assert inactive[gone["page_id"]]["details"]["deleted"] == ["src-0000deadbeef"]
+    assert inactive[gone["page_id"]]["severity"] == "warning"
     assert [f["page_id"] for f in report.findings if f["check"] == "no_provenance"] == [bare["page_id"]]
     assert report.exit_code == 1
 
