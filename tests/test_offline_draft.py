@@ -194,3 +194,23 @@ def test_summarize_keeps_citations_and_the_word_budget():
 def test_deterministic():
     vs = variables("entity", PERSON_DOSSIER)
     assert draft(vs) == draft(vs)
+
+
+def test_pages_stay_bounded_as_sources_accumulate():
+    """Updating a page costs the same however many sources it has: old groups fold, nothing is duplicated."""
+    from kompl.offline.draft import MAX_SOURCE_GROUPS, bound_page, merge_update
+
+    body = "X is a person [src-000000000000].\n"
+    sizes = []
+    for i in range(1, 60):
+        sid = f"src-{i:012x}"
+        new = [("What the sources say", [f"From *Report {i}*:", "", f"- X did thing {i} in year {2000 + i} [{sid}]."]),
+               ("Disagreements", [f"**Disputed:** claim {i} [{sid}]."])]
+        body = bound_page(merge_update(body, new))
+        sizes.append(len(body))
+    assert body.count("From *Report") == MAX_SOURCE_GROUPS
+    assert "From *Report 59*:" in body and "X did thing 59" in body  # the newest statements are kept whole
+    assert "earlier sources (all listed in this page's `sources`)" in body  # folded ones are counted, not hidden
+    assert "earlier disagreements, in this page's history" in body
+    assert max(sizes[30:]) - min(sizes[30:]) < 200  # flat, not growing with the source count
+    assert bound_page(body) == body

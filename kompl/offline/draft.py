@@ -40,6 +40,7 @@ def draft(variables: dict, schema: type) -> dict:
         body = merge_update(existing, sections)
     else:
         body = render(lead, sections)
+    body = bound_page(body)
     summary = first_sentence(body) or page.get("title", "")
     return {"title": page.get("title", ""), "summary": summary, "body": body, "category": page.get("category", "")}
 
@@ -330,6 +331,134 @@ def merge_update(existing: str, sections: list[tuple[str, list[str]]]) -> str:
                 section.append("")
         lines[start + 1:end] = section
     return "\n".join(lines).strip() + "\n"
+
+
+# A page stays readable, and updating it costs the same, however many sources it has:
+# the newest source groups keep their statements; older ones fold into one line each
+# under "Further sources" (their statements stay on their own source pages and in
+# this page's history); past a limit those lines fold into a count.
+MAX_SOURCE_GROUPS = 6
+MAX_FURTHER_LINES = 15
+MAX_RELATIONSHIP_LINES = 12
+MAX_DISAGREEMENT_ITEMS = 6
+_EARLIER_ITEMS = re.compile(r"^\*… and (\d+) earlier (?:items|disagreements), in this page's history\.\*$")
+MAX_DISPUTES = 6
+MAX_STATEMENT_LINES = 20
+_EARLIER_DISPUTES = re.compile(r"^\*… and (\d+) earlier disputes?, in this page's history\.\*$")
+_FURTHER = "Further sources"
+_MORE = re.compile(r"^- … and (\d+) earlier sources? \(all listed in this page's `sources`\)\.$")
+
+
+def _sections(lines: list[str]) -> list[tuple[str | None, list[str]]]:
+    out: list[tuple[str | None, list[str]]] = [(None, [])]
+    for line in lines:
+        m = re.fullmatch(r"##\s+(.+?)\s*", line)
+        if m:
+            out.append((m.group(1), []))
+        else:
+            out[-1][1].append(line)
+    return out
+
+
+def _bound_comparison(sections: list, names: list) -> None:
+    """Comparison pages keep their newest disputes and statements; older ones become a count."""
+    if "Positions" in names:
+        i = names.index("Positions")
+        lines = sections[i][1]
+        earlier = 0
+        kept = []
+        for line in lines:
+            m = _EARLIER_DISPUTES.match(line.strip())
+            if m:
+                earlier += int(m.group(1))
+            else:
+                kept.append(line)
+        starts = [n for n, l in enumerate(kept) if re.fullmatch(r"\*\*Dispute \d+\*\*", l.strip())]
+        if len(starts) > MAX_DISPUTES:
+            earlier += len(starts) - MAX_DISPUTES
+            kept = kept[:starts[0]] + kept[starts[len(starts) - MAX_DISPUTES]:]
+        if earlier:
+            note = f"*… and {earlier} earlier dispute{'s' if earlier != 1 else ''}, in this page's history.*"
+            kept = ["", note] + kept
+        sections[i] = ("Positions", kept)
+    for n, (heading, lines) in enumerate(sections):
+        if heading and heading.startswith("Other statements about"):
+            items = [l for l in lines if l.strip()]
+            if len(items) > MAX_STATEMENT_LINES:
+                sections[n] = (heading, [""] + items[-MAX_STATEMENT_LINES:] + [""])
+
+
+def bound_page(body: str) -> str:
+    """Fold the oldest source groups, disputes and relationships so the page size is bounded."""
+    sections = _sections(body.rstrip("\n").split("\n"))
+    names = [h for h, _ in sections]
+    if "Positions" in names:
+        _bound_comparison(sections, names)
+        return _join(sections)
+    if "What the sources say" not in names:
+        return body
+    say = dict(sections)["What the sources say"]
+    starts = [i for i, l in enumerate(say) if l.strip().startswith("From *") and l.strip().endswith(":")]
+    folded: list[str] = []
+    if len(starts) > MAX_SOURCE_GROUPS:
+        cut = starts[len(starts) - MAX_SOURCE_GROUPS]
+        old, keep = say[:cut], say[cut:]
+        head = old[:starts[0]]
+        for n, start in enumerate(starts[: len(starts) - MAX_SOURCE_GROUPS]):
+            end = starts[n + 1] if n + 1 < len(starts) else cut
+            label = old[start].strip()[len("From "):-1]
+            ids = list(dict.fromkeys(i for line in old[start + 1:end] for m in CITATION.finditer(line)
+                                     for i in citation_ids(m.group(1))))
+            folded.append(f"- {label}" + (f" {cite('', ids).strip()}" if ids else ""))
+        say[:] = head + keep
+    if folded or _FURTHER in names:
+        further = dict(sections).get(_FURTHER, [])
+        lines = [l for l in further if l.strip()]
+        earlier = 0
+        if lines and _MORE.match(lines[0]):
+            earlier = int(_MORE.match(lines[0]).group(1))
+            lines = lines[1:]
+        lines += folded
+        if len(lines) > MAX_FURTHER_LINES:
+            earlier += len(lines) - MAX_FURTHER_LINES
+            lines = lines[-MAX_FURTHER_LINES:]
+        if earlier:
+            lines.insert(0, f"- … and {earlier} earlier source{'s' if earlier != 1 else ''} (all listed in this page's `sources`).")
+        if _FURTHER in names:
+            sections[names.index(_FURTHER)] = (_FURTHER, [""] + lines + [""])
+        else:
+            at = names.index("What the sources say") + 1
+            sections.insert(at, (_FURTHER, [""] + lines + [""]))
+            names.insert(at, _FURTHER)
+    if "Relationships" in names:
+        rel = sections[names.index("Relationships")][1]
+        items = [l for l in rel if l.strip()]
+        if len(items) > MAX_RELATIONSHIP_LINES:
+            sections[names.index("Relationships")] = ("Relationships", [""] + items[-MAX_RELATIONSHIP_LINES:] + [""])
+    if "Disagreements" in names:
+        i = names.index("Disagreements")
+        items = [l for l in sections[i][1] if l.strip()]
+        earlier = sum(int(m.group(1)) for l in items if (m := _EARLIER_ITEMS.match(l.strip())))
+        items = [l for l in items if not _EARLIER_ITEMS.match(l.strip())]
+        if len(items) > MAX_DISAGREEMENT_ITEMS:
+            earlier += len(items) - MAX_DISAGREEMENT_ITEMS
+            items = items[-MAX_DISAGREEMENT_ITEMS:]
+        if earlier:
+            items.insert(0, f"*… and {earlier} earlier disagreements, in this page's history.*")
+        sections[i] = ("Disagreements", [""] + [x for item in items for x in (item, "")])
+    return _join(sections)
+
+
+def _join(sections: list) -> str:
+    out: list[str] = []
+    for heading, lines in sections:
+        if heading is not None:
+            while out and not out[-1].strip():
+                out.pop()
+            out += ["", f"## {heading}"] if out else [f"## {heading}"]
+        out += lines
+    text = "\n".join(out)
+    return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
 
 
 def _is_label(line: str) -> bool:
