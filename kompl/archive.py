@@ -64,7 +64,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from kompl import __version__, db
+from kompl import __version__, db, faults
 from kompl.errors import KomplError
 from kompl.workspace import Settings, Workspace, default_schema_path
 
@@ -1053,11 +1053,10 @@ class _Merger:
             self.report.pages_added.append({"page_id": pid, "page_key": row["page_key"], "title": row["title"],
                                             "versions": count})
             if row.get("status") == "active":
-                # FIXME(issue 6): wiki.store should expose public index/relink helpers for a restore.
-                wiki._index(self.conn, pid, row["title"], wiki.content(self.conn, pid))
+                wiki.index_page(self.conn, pid, row["title"], wiki.content(self.conn, pid))
         for pid, row in self.added_pages.items():
             if row.get("status") == "active":
-                wiki._relink_targets(self.conn, row["title"], json.loads(row.get("aliases") or "[]"), pid)
+                wiki.relink_targets(self.conn, row["title"], json.loads(row.get("aliases") or "[]"), pid)
 
     def conflict_drafts(self) -> None:
         """Each conflict's imported text waits as a pending draft of an update to the local page."""
@@ -1169,6 +1168,7 @@ def import_archive(ws: Workspace, conn: sqlite3.Connection, staged: Staged, *, r
                 if member.startswith("failed/") and not dest.exists():
                     _copy_atomic(path, dest)
                     written.append(dest)
+            faults.point("import.after_files")
             with db.transaction(conn, "import", target=staged.source.name, details=details):
                 _Merger(ws, conn, staged, report).run()
                 details.update(report.summary())
@@ -1176,6 +1176,7 @@ def import_archive(ws: Workspace, conn: sqlite3.Connection, staged: Staged, *, r
             for path in written:
                 path.unlink(missing_ok=True)
             raise
+    faults.point("import.after_commit")
     for page in report.pages_added:  # projections of the committed rows
         row = conn.execute(f"SELECT {wiki.PAGE_COLUMNS} FROM pages WHERE page_id = ?", (page["page_id"],)).fetchone()
         for version in wiki.history(conn, row["page_id"]):

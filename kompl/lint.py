@@ -229,7 +229,7 @@ def _check_fts(conn: sqlite3.Connection, report: LintReport, fix: bool) -> None:
         if fix:
             # Until the store exposes a public re-index, its own indexer rebuilds the row (and the page's links).
             with db.transaction(conn):
-                store._index(conn, page_id, title, text)
+                store.index_page(conn, page_id, title, text)
             done = True
         what = "has no full-text row" if problem == "missing_fts" else "has a full-text row that differs from its current version"
         report.add("drift", "warning", f"page {page_id} {what}" + (" (rebuilt)" if done else ""),
@@ -328,7 +328,7 @@ def _relink(ws: Workspace, conn: sqlite3.Connection, page: dict, items: list[tup
     linked = front + _LINK.sub(repl, body)
     if linked == text:  # the text already names the title: only the link index is behind
         with db.transaction(conn):
-            store._index(conn, page["page_id"], page["title"], text)
+            store.index_page(conn, page["page_id"], page["title"], text)
         return True
     contributions = conn.execute("SELECT source_id, contribution FROM page_sources WHERE page_id = ?"
                                  " ORDER BY source_id", (page["page_id"],)).fetchall()

@@ -40,7 +40,7 @@ import sqlite3
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kompl import db, files
+from kompl import db, faults, files
 from kompl.errors import KomplError, NotFoundError
 from kompl.workspace import Workspace
 
@@ -440,12 +440,16 @@ def delete(ws: Workspace, conn: sqlite3.Connection, ref: str, *, gateway: Any = 
     report.changed = exists
     if exists:
         _begin_delete(conn, src)
+    faults.point("delete.after_archive")
     _delete_or_redact_pages(ws, conn, sid, report)
+    faults.point("delete.after_pages")
     touched = [p["page_id"] for p in _pages_citing(conn, sid)] + _written_by(conn, DELETER, sid)
     # Vectors follow at once: a stale chunk would still show its sentences in search snippets.
     report.vectors = _sync_vectors(ws, conn, touched + [p["page_id"] for p in report.deleted_pages])
     _replan(ws, conn, sid, report, gateway)
+    faults.point("delete.after_replan")
     _delete_row(conn, src, report, resumed=not exists)
+    faults.point("delete.after_row")
     report.files_removed = _remove_files(ws, conn, src)
     deleted = [r[0] for r in conn.execute("SELECT page_id FROM page_sources WHERE source_id = ?", (sid,))]
     final = _sync_vectors(ws, conn, touched + deleted + [p["page_id"] for p in report.deleted_pages] + report.approved)
@@ -469,20 +473,9 @@ def _begin_delete(conn: sqlite3.Connection, src: dict) -> None:
 
 
 def _delete_page(ws: Workspace, conn: sqlite3.Connection, page: dict, reason: str) -> None:
-    """Status 'deleted' (versions and history files stay); its file, FTS row and links go.
-
-    FIXME(issue 6): belongs in kompl.wiki.store (owner of these tables) as `delete_page`.
-    """
     from kompl.wiki import store as wiki
 
-    with db.transaction(conn, "page_delete", target=page["page_key"],
-                        details={"page_id": page["page_id"], "version": page["version"], "reason": reason}):
-        conn.execute("UPDATE pages SET status = 'deleted', updated_at = ? WHERE page_id = ?",
-                     (db.utcnow(), page["page_id"]))
-        conn.execute("DELETE FROM pages_fts WHERE page_id = ?", (page["page_id"],))
-        conn.execute("DELETE FROM page_links WHERE from_page = ?", (page["page_id"],))
-        conn.execute("UPDATE page_links SET to_page = NULL WHERE to_page = ?", (page["page_id"],))
-    files.remove_quietly(wiki.page_path(ws, page["slug"]))
+    wiki.delete_page(ws, conn, page, reason)
 
 
 def _delete_or_redact_pages(ws: Workspace, conn: sqlite3.Connection, sid: str, report: SourceReport) -> None:
@@ -537,13 +530,10 @@ def _replan(ws: Workspace, conn: sqlite3.Connection, sid: str, report: SourceRep
 def _drop_provenance(conn: sqlite3.Connection, sid: str) -> None:
     """The pages' text no longer holds its statements and the re-plans carry it in
     `removed_sources`: it leaves their provenance rows (so the same bytes ingested again
-    count as a new source for them). Deleted pages keep theirs, as history.
+    count as a new source for them)."""
+    from kompl.wiki import store as wiki
 
-    FIXME(issue 6): belongs in kompl.wiki.store (owner of page_sources).
-    """
-    with db.transaction(conn):
-        conn.execute("DELETE FROM page_sources WHERE source_id = ? AND page_id IN"
-                     " (SELECT page_id FROM pages WHERE status = 'active')", (sid,))
+    wiki.drop_source(conn, sid)
 
 
 def _delete_row(conn: sqlite3.Connection, src: dict, report: SourceReport, *, resumed: bool) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kompl import db, files
+from kompl import db, faults, files
 from kompl.errors import NotFoundError
 from kompl.wiki import markdown as md
 from kompl.workspace import Workspace
@@ -205,12 +205,14 @@ def commit_version(ws: Workspace, conn: sqlite3.Connection, page: PageWrite, *, 
         conn.execute("DELETE FROM page_sources WHERE page_id = ?", (page_id,))
         conn.executemany("INSERT OR REPLACE INTO page_sources (page_id, source_id, contribution) VALUES (?,?,?)",
                          [(page_id, s, c) for s, c in page.sources])
-        _index(conn, page_id, page.title, full)
-        _relink_targets(conn, page.title, page.aliases, page_id)
+        index_page(conn, page_id, page.title, full)
+        relink_targets(conn, page.title, page.aliases, page_id)
         db.log_activity(conn, "page_commit", target=page.page_key, actor=page.author,
                         details={"page_id": page_id, "version": version, "plan_id": page.plan_id, "reason": page.reason})
+    faults.point("page.after_db_commit")
     row = get_by_key(conn, page.page_key)
     write_files(ws, conn, row)
+    faults.point("page.after_file_write")
     return row, True
 
 
@@ -221,7 +223,8 @@ def _same_content(conn: sqlite3.Connection, existing: dict, full: str) -> bool:
     return strip(current) == strip(full)
 
 
-def _index(conn: sqlite3.Connection, page_id: int, title: str, full: str) -> None:
+def index_page(conn: sqlite3.Connection, page_id: int, title: str, full: str) -> None:
+    """(Re)write a page's full-text row and its outgoing links from its full text."""
     _meta, body = md.split_frontmatter(full)
     conn.execute("DELETE FROM pages_fts WHERE page_id = ?", (page_id,))
     conn.execute("INSERT INTO pages_fts (title, body, page_id) VALUES (?,?,?)", (title, body, page_id))
@@ -233,11 +236,38 @@ def _index(conn: sqlite3.Connection, page_id: int, title: str, full: str) -> Non
                      (page_id, target, row[0] if row else None))
 
 
-def _relink_targets(conn: sqlite3.Connection, title: str, aliases: Iterable[str], page_id: int) -> None:
+def relink_targets(conn: sqlite3.Connection, title: str, aliases: Iterable[str], page_id: int) -> None:
     """Links written before this page existed now resolve to it."""
     for name in (title, *aliases):
         conn.execute("UPDATE page_links SET to_page = ? WHERE to_page IS NULL AND to_title = ? COLLATE NOCASE",
                      (page_id, name))
+
+
+def reindex(conn: sqlite3.Connection, page_id: int) -> None:
+    """Rebuild one page's full-text row and links from its current version."""
+    row = conn.execute("SELECT title FROM pages WHERE page_id = ?", (page_id,)).fetchone()
+    if row is None:
+        raise NotFoundError(f"No page {page_id}")
+    index_page(conn, page_id, row[0], content(conn, page_id))
+
+
+def delete_page(ws: Workspace, conn: sqlite3.Connection, page: dict, reason: str) -> None:
+    """Status 'deleted': its file, full-text row and links go; versions and history files stay."""
+    with db.transaction(conn, "page_delete", target=page["page_key"],
+                        details={"page_id": page["page_id"], "version": page["version"], "reason": reason}):
+        conn.execute("UPDATE pages SET status = 'deleted', updated_at = ? WHERE page_id = ?",
+                     (db.utcnow(), page["page_id"]))
+        conn.execute("DELETE FROM pages_fts WHERE page_id = ?", (page["page_id"],))
+        conn.execute("DELETE FROM page_links WHERE from_page = ?", (page["page_id"],))
+        conn.execute("UPDATE page_links SET to_page = NULL WHERE to_page = ?", (page["page_id"],))
+    files.remove_quietly(page_path(ws, page["slug"]))
+
+
+def drop_source(conn: sqlite3.Connection, source_id: str) -> None:
+    """Remove a source from the provenance of active pages (deleted pages keep theirs, as history)."""
+    with db.transaction(conn):
+        conn.execute("DELETE FROM page_sources WHERE source_id = ? AND page_id IN"
+                     " (SELECT page_id FROM pages WHERE status = 'active')", (source_id,))
 
 
 def write_files(ws: Workspace, conn: sqlite3.Connection, page: dict) -> None:
