@@ -1,4 +1,4 @@
-"""`kompl demo`: build a wiki from the bundled example corpus, offline."""
+"""`kompl demo`: build a wiki from the bundled example corpus and ask it a question, offline."""
 
 from __future__ import annotations
 
@@ -11,48 +11,58 @@ import typer
 from kompl.cli.common import esc, out_console, print_json
 from kompl.errors import EXIT_FAILURES
 
+QUESTION = "Did the penicillin spore really come through Fleming's open window?"
+
 
 def demo(
     directory: Annotated[Path, typer.Argument(help="Where to create the demo workspace.")] = Path("kompl-demo"),
+    question: Annotated[str, typer.Option(help="The question asked of the finished wiki.")] = QUESTION,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Create a workspace from the bundled example (seven documents about penicillin) and run the main job on it.
 
-    Runs ingest, extract and resolve with the configured model (the offline one
-    by default: no API key, no network). Run it again to see that nothing is
-    stored twice and no model call is repeated.
+    Runs ingest → compile (extract, resolve, conflicts, plan, draft) → approve → ask,
+    with the configured model (the offline one by default: no API key, no network).
+    Run it again to see that nothing is stored twice and no model call is repeated.
 
     Example:
 
-        kompl demo /tmp/penicillin-wiki && kompl --home /tmp/penicillin-wiki sources
+        kompl demo /tmp/penicillin-wiki && kompl --home /tmp/penicillin-wiki pages
     """
-    from kompl import db
+    from kompl import db, review
     from kompl.demo import example_dir
     from kompl.ingest import expand, ingest
-    from kompl.pipeline.extract import extract_pending
-    from kompl.pipeline.resolve import resolve
+    from kompl.pipeline.compile import compile_workspace
+    from kompl.read.ask import ask
     from kompl.workspace import init_workspace
 
     ws, _ = init_workspace(directory)
     conn = db.connect(ws.db_path)
     with closing(conn):
-        items, report = expand([str(example_dir())])
-        report = ingest(ws, conn, items, report=report)
-        extracted = extract_pending(ws, conn)
-        resolved = resolve(ws, conn)
-    ok = report.ok and extracted.ok and not resolved.model_errors
+        items, ingested = expand([str(example_dir())])
+        ingested = ingest(ws, conn, items, report=ingested)
+        compiled = compile_workspace(ws, conn)
+        approved = review.approve(ws, conn, review.ALL)
+        answer = ask(ws, conn, question)
+        pages = conn.execute("SELECT page_type, COUNT(*) FROM pages WHERE status='active' GROUP BY page_type").fetchall()
+    ok = ingested.ok and compiled.ok and not approved.failed
     if json_out:
-        print_json({"workspace": str(ws.root), "ingest": report.to_dict(),
-                    "extract": extracted.to_dict(), "resolve": resolved.to_dict()})
+        print_json({"workspace": str(ws.root), "ingest": ingested.to_dict(), "compile": compiled.to_dict(),
+                    "approve": approved.to_dict(), "pages": dict(pages),
+                    "ask": {"question": question, "answer": answer.answer, "citations": answer.citations}})
     else:
         console = out_console()
         home = esc(ws.root)
-        console.print(f"Workspace: [bold]{home}[/] (model: {esc(extracted.model)})")
-        console.print(f"ingest:  {len(report.ingested)} new, {len(report.duplicates)} already there, {len(report.failed)} failed")
-        console.print(f"extract: {len(extracted.extracted)} extracted, {extracted.up_to_date} up to date, {len(extracted.failed)} failed")
-        console.print(f"resolve: {resolved.new_names} new names, {resolved.entities_merged} merged, {resolved.pending} pending review")
-        for notice in extracted.notices:
-            console.print(f"[yellow]note:[/] {esc(notice)}")
-        console.print(f"Next: [bold]kompl --home {home} aliases[/], [bold]kompl --home {home} stats[/]")
+        console.print(f"Workspace: [bold]{home}[/] (model: {esc(compiled.model)})")
+        console.print(f"ingest:  {len(ingested.ingested)} new, {len(ingested.duplicates)} already there, {len(ingested.failed)} failed")
+        console.print(f"compile: {compiled.plans} page plan(s), {compiled.drafted} drafted, {compiled.llm_calls} model call(s)")
+        console.print(f"approve: {len(approved.approved)} committed; pages now: "
+                      + ", ".join(f"{n} {t}" for t, n in pages))
+        console.print(f"\n[bold]Q:[/] {esc(question)}")
+        console.print(esc(answer.answer))
+        for cite in answer.citations:
+            console.print(f"  [dim]cited:[/] {esc(cite['title'])}")
+        console.print(f"\nNext: [bold]kompl --home {home} pages[/], [bold]kompl --home {home} show \"Alexander Fleming\"[/], "
+                      f"[bold]kompl --home {home} ask \"...\"[/], or open {home}/data/pages in Obsidian.")
     if not ok:
         raise typer.Exit(EXIT_FAILURES)

@@ -20,6 +20,9 @@ MIN_SHARE = 0.34  # of the best sentence's score: weaker sentences are not worth
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 _WORD = re.compile(r"\w+", re.UNICODE)
 _CITE = re.compile(r"\s*\[(?:src-[0-9a-f]+(?:,\s*)?)+\]")
+# "**spore**: …" (a concept line) or "A — related to — B: …" (a relationship line): quote what follows.
+_PREFIX = re.compile(r"^(?:[^:]{0,80}\*\*|[^:]{0,80} — [^:]{0,80}):\s+")
+_LABEL = re.compile(r"(?:From \*.*\*|\*\*[^*]+\*\*|\*[^*]+\*|.{0,80}):")
 _STOP = frozenset(
     ["a", "an", "the", "and", "or", "but", "if", "of", "to", "in", "on", "at", "by", "for", "with", "from", "as", "is", "are", "was", "were", "be", "been", "being", "it", "its", "this", "that", "these", "those", "he", "she", "they", "them", "his", "her", "their", "we", "our", "you", "your", "i", "me", "my", "not", "no", "so", "than", "then", "there", "here", "which", "who", "whom", "whose", "what", "when", "where", "why", "how", "all", "any", "both", "each", "more", "most", "other", "some", "such", "only", "own", "same", "too", "very", "can", "will", "just", "should", "would", "could", "may", "might", "must", "do", "does", "did", "has", "have", "had", "about", "into", "over", "also", "tell", "explain", "describe", "please", "know", "wiki"]
 )
@@ -43,17 +46,20 @@ def answer(variables: dict, schema: type) -> dict:
     question = str(variables.get("question") or "")
     qterms = set(_terms(question))
     candidates: list[tuple[int, str, int, str]] = []  # (page_id, title, position, sentence)
+    rank: dict[int, int] = {}
     for page in variables.get("pages") or []:
+        rank.setdefault(int(page["page_id"]), len(rank))
         position = 0
         for passage in page.get("passages") or []:
             if passage == "…":
                 continue
             for line in str(passage).splitlines():
                 line = line.strip()
-                if not line or line.startswith("#"):
-                    continue
-                for sentence in _SENTENCE.split(line.lstrip("-*> ").strip()):
-                    sentence = _CITE.sub("", sentence).strip()
+                if not line or line.startswith(("#", "|")) or _LABEL.fullmatch(line):
+                    continue  # headings, table rows and labels ("From *Title*:") are not statements
+                for sentence in _SENTENCE.split(line.lstrip("-> ").lstrip("* ").strip() if not line.startswith("**") else line):
+                    sentence = _PREFIX.sub("", _CITE.sub("", sentence).strip())
+                    sentence = sentence.replace("**", "")
                     if len(sentence) > 12:
                         candidates.append((int(page["page_id"]), str(page.get("title") or ""), position, sentence))
                         position += 1
@@ -69,12 +75,22 @@ def answer(variables: dict, schema: type) -> dict:
         if not hit:
             continue
         coverage = sum(idf[t] for t in hit) / sum(idf.values())
+        # Pages come ranked by retrieval: among equally good sentences, the better page's wins.
+        coverage *= 1 + 0.25 / (1 + rank.get(page_id, 0))
         scored.append((coverage, -index, page_id, title, sentence))
     if not scored:
         return {"answer": NOTHING_FOUND, "citations": []}
     scored.sort(reverse=True)
     best = scored[0][0]
-    chosen = [s for s in scored if s[0] >= best * MIN_SHARE][:MAX_SENTENCES]
+    chosen, seen = [], set()
+    for item in scored:
+        key = " ".join(_terms(item[4]))
+        if item[0] < best * MIN_SHARE or key in seen:
+            continue  # too weak, or the same sentence quoted from another page
+        seen.add(key)
+        chosen.append(item)
+        if len(chosen) == MAX_SENTENCES:
+            break
     chosen.sort(key=lambda s: -s[1])  # back in the order the pages gave them
     lines, cited = [], {}
     for _score, _order, page_id, title, sentence in chosen:
