@@ -148,13 +148,26 @@ def _entities(analysis, overlap: int) -> tuple[list[dict], dict[int, str]]:
             "name": name,
             "type": nlp_type(label),
             "mentions": g["counted"],
-            "context": analysis.sentences[g["first"]].text,
+            "context": analysis.sentences[_context_sentence(analysis, g)].text,
             "_first": g["first"],
         })
     out.sort(key=lambda e: (-e["mentions"], e["_first"], e["name"]))
     for e in out:
         del e["_first"]
     return out, canon
+
+
+def _in_table(analysis, idx: int) -> bool:
+    """Whether sentence `idx` is a table row (its line starts with '|')."""
+    start = analysis.sentences[idx].start
+    line_start = analysis.text.rfind("\n", 0, start) + 1
+    return analysis.text[line_start:start + 1].lstrip().startswith("|")
+
+
+def _context_sentence(analysis, group: dict) -> int:
+    """The first prose sentence mentioning the entity (a table row only when there is nothing else)."""
+    sentences = sorted({analysis.mentions[i].sent for i in group["mentions"]} | {group["first"]})
+    return next((i for i in sentences if not _in_table(analysis, i)), group["first"])
 
 
 _KNOWN_PLACES = frozenset(norm_name(p) for p in nlp.PLACES)
@@ -217,8 +230,7 @@ def _claims(analysis, canon: dict[int, str]) -> list[dict]:
     for idx, sent in enumerate(analysis.sentences):
         if sent.words < 6 or sent.words > 80 or sent.text.endswith("?") or nlp.is_boilerplate(sent.text):
             continue
-        line_start = analysis.text.rfind("\n", 0, sent.start) + 1
-        if analysis.text[line_start:sent.start + 1].lstrip().startswith("|"):
+        if _in_table(analysis, idx):
             continue  # a table row: its cells feed entities, but it is not a stated claim
         names = list(dict.fromkeys(canon[i] for i in per[idx] if i in canon))
         values = sum(1 for i in per[idx] if not analysis.mentions[i].is_entity)

@@ -38,7 +38,7 @@ from kompl import db
 from kompl.text import norm_name
 from kompl.workspace import Workspace
 
-EXTRACTOR_VERSION = "1"
+EXTRACTOR_VERSION = "2"  # bump when extraction output changes: sources are re-extracted
 PROMPT = "extract"
 # Source characters per model call, by model: the offline model has no context
 # window to respect; real models get room for the instructions and a long reply.
