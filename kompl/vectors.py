@@ -18,6 +18,17 @@ is closed. So there is ONE writer per store: an exclusive `fcntl.flock` on
 `data/vectors/.writer.lock` is taken before the client is opened for writing
 and released only after it is closed. A second writer waits up to
 `LOCK_WAIT_S`, then defers (`{"deferred": True}`); `reconcile` catches up later.
+Writes are batched (`UPSERT_BATCH` chunks per Chroma call): each call costs
+tens of milliseconds whatever its size.
+
+A `VectorIndex` keeps one client open across queries (opening one costs more
+than the query). Before each query it reads the store's last write sequence
+number (a read-only SQLite query, well under a millisecond): when another
+process wrote since the client opened, it closes and reopens, and never
+answers from a stale in-memory index.
+Clients of one path share one Chroma system in a process, so a writer in this
+process first closes the open readers of its store: it then starts from what
+is on disk, not from a reader's possibly stale index.
 
 The embedding function is always passed explicitly (Chroma's default downloads
 a model), and the collection records the embedder's name, dimension and
@@ -35,7 +46,9 @@ import os
 import re
 import sqlite3
 import tempfile
+import threading
 import time
+import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +63,8 @@ LOCK_WAIT_S = 5.0
 _LOCK_POLL_S = 0.05
 _STORE_FILE = "chroma.sqlite3"
 _GET_PAGE = 5000  # ids per `get` when listing the whole store
+UPSERT_BATCH = 512  # chunks per Chroma upsert
+_GET_IDS = 500  # page ids per `get` by page_id
 
 
 class VectorError(KomplError):
@@ -193,17 +208,54 @@ def _chromadb() -> Any:
     return chromadb
 
 
-def _client(ws: Any) -> Any:
-    chromadb = _chromadb()
-    from chromadb.config import Settings
+_settings: Any = None
 
+
+def _client(ws: Any) -> Any:
+    global _settings
+    chromadb = _chromadb()
+    if _settings is None:  # building Settings resolves every field (~0.1 s): once per process
+        from chromadb.config import Settings
+
+        _settings = Settings(anonymized_telemetry=False, allow_reset=False, _env_file=None)
     ws.vectors_dir.mkdir(parents=True, exist_ok=True)
-    settings = Settings(anonymized_telemetry=False, allow_reset=False, _env_file=None)
-    return chromadb.PersistentClient(path=str(ws.vectors_dir), settings=settings)
+    return chromadb.PersistentClient(path=str(ws.vectors_dir), settings=_settings)
 
 
 def _store_exists(ws: Any) -> bool:
     return (ws.vectors_dir / _STORE_FILE).exists()
+
+
+def _store_stamp(ws: Any, conn: sqlite3.Connection | None = None) -> tuple | None:
+    """What changes whenever vectors are written: the last write's sequence number and the
+    collections; None without a store. (Not the file's mtime: opening a client touches it.)"""
+    if not _store_exists(ws):
+        return None
+    own = conn is None
+    if own:
+        conn = sqlite3.connect(f"file:{ws.vectors_dir / _STORE_FILE}?mode=ro", uri=True)
+    try:
+        seq = conn.execute("SELECT MAX(seq_id) FROM embeddings_queue").fetchone()[0]
+        cols = tuple(r[0] for r in conn.execute("SELECT id FROM collections ORDER BY id"))
+        return (seq, cols)
+    except sqlite3.Error:
+        return ("unreadable", time.monotonic())  # never equal: reopen and let Chroma say what is wrong
+    finally:
+        if own:
+            conn.close()
+
+
+_embedders: dict[str, Any] = {}
+
+
+def default_embedder(settings: Any) -> Any:
+    """The embedder of `settings`, made once per process and setting (a local model loads in seconds)."""
+    from kompl.embed import DEFAULT_EMBEDDER, get_embedder
+
+    spec = (getattr(settings, "embedder", None) or DEFAULT_EMBEDDER).strip()
+    if spec not in _embedders:
+        _embedders[spec] = get_embedder(settings, spec)
+    return _embedders[spec]
 
 
 def _embedder_meta(embedder: Any) -> dict[str, Any]:
@@ -244,14 +296,21 @@ def writer_lock(ws: Any, wait_s: float = LOCK_WAIT_S) -> Iterator[bool]:
 
 # --- reading ---------------------------------------------------------------------------------------
 
+_readers: weakref.WeakSet[VectorIndex] = weakref.WeakSet()
+
+
 class VectorIndex:
-    """Read access to the page vectors (queries open and close their own client)."""
+    """Read access to the page vectors through one client, kept open and reopened when the store changes."""
 
     def __init__(self, ws: Any, *, embedder: Any = None):
-        from kompl.embed import get_embedder
-
         self.ws = ws
-        self.embedder = embedder or get_embedder(ws.settings)
+        self.embedder = embedder or default_embedder(ws.settings)
+        self._lock = threading.RLock()
+        self._client: Any = None
+        self._col: Any = None  # None: no collection, or one written by another embedder
+        self._count = 0
+        self._stamp: tuple | None = None
+        _readers.add(self)
 
     def query(self, text: str, k: int = 10, *, page_ids: Iterable[int] | None = None) -> list[VectorHit]:
         """The `k` chunks most similar to `text` (optionally only of `page_ids`), best first.
@@ -259,29 +318,20 @@ class VectorIndex:
         An empty or missing store, or one built with another embedder (until
         `reconcile` rebuilds it), gives no hits.
         """
-        if not text.strip() or k <= 0 or not _store_exists(self.ws):
+        if not text.strip() or k <= 0:
             return []
-        client = _client(self.ws)
-        try:
-            names = {getattr(c, "name", c) for c in client.list_collections()}
-            if COLLECTION not in names:
+        where = None
+        if page_ids is not None:
+            ids = sorted({int(p) for p in page_ids})
+            if not ids:
                 return []
-            col = client.get_collection(COLLECTION, embedding_function=self.embedder)
-            if not _same_embedder(col.metadata, self.embedder):
+            where = {"page_id": {"$in": ids}}
+        with self._lock:
+            col = self._collection()
+            if col is None or not self._count:
                 return []
-            total = col.count()
-            if not total:
-                return []
-            where = None
-            if page_ids is not None:
-                ids = sorted({int(p) for p in page_ids})
-                if not ids:
-                    return []
-                where = {"page_id": {"$in": ids}}
-            res = col.query(query_embeddings=self.embedder.embed([text]).tolist(), n_results=min(k, total),
+            res = col.query(query_embeddings=self.embedder.embed([text]).tolist(), n_results=min(k, self._count),
                             where=where, include=["documents", "metadatas", "distances"])
-        finally:
-            client.close()
         hits = []
         for doc, meta, dist in zip(res["documents"][0], res["metadatas"][0], res["distances"][0]):
             hits.append(VectorHit(int(meta["page_id"]), int(meta["chunk"]), round(1.0 - float(dist), 4), doc or ""))
@@ -289,17 +339,54 @@ class VectorIndex:
 
     def indexed(self) -> dict[int, dict]:
         """page_id -> {"hashes": set of content hashes, "chunks": set of chunk numbers, "expected": n} (no lock)."""
-        if not _store_exists(self.ws):
-            return {}
+        with self._lock:
+            if not _store_exists(self.ws):
+                return {}
+            self._collection()
+            if self._client is None:
+                return {}
+            names = {getattr(c, "name", c) for c in self._client.list_collections()}
+            if COLLECTION not in names:
+                return {}
+            return _indexed(self._client.get_collection(COLLECTION, embedding_function=self.embedder))
+
+    def close(self) -> None:
+        """Close the client (the next query opens a new one)."""
+        with self._lock:
+            client, self._client, self._col, self._count, self._stamp = self._client, None, None, 0, None
+            if client is not None:
+                client.close()
+
+    def _collection(self) -> Any:
+        """The open collection, reopened when vectors were written since it was opened."""
+        stamp = _store_stamp(self.ws)
+        if stamp is None:
+            self.close()
+            return None
+        if self._client is not None and stamp == self._stamp:
+            return self._col
+        self.close()
         client = _client(self.ws)
         try:
             names = {getattr(c, "name", c) for c in client.list_collections()}
-            if COLLECTION not in names:
-                return {}
-            col = client.get_collection(COLLECTION, embedding_function=self.embedder)
-            return _indexed(col)
-        finally:
+            col = client.get_collection(COLLECTION, embedding_function=self.embedder) if COLLECTION in names else None
+            if col is not None and not _same_embedder(col.metadata, self.embedder):
+                col = None
+            count = col.count() if col is not None else 0
+        except BaseException:
             client.close()
+            raise
+        # The stamp read before opening: a write that lands meanwhile makes the next query reopen.
+        self._client, self._col, self._count, self._stamp = client, col, count, stamp
+        return col
+
+
+def _close_readers(ws: Any) -> None:
+    """Close this process's open readers of `ws`'s store (see the module docstring)."""
+    here = os.path.realpath(ws.vectors_dir)
+    for reader in list(_readers):
+        if reader._client is not None and os.path.realpath(reader.ws.vectors_dir) == here:
+            reader.close()
 
 
 def _indexed(col: Any) -> dict[int, dict]:
@@ -307,21 +394,15 @@ def _indexed(col: Any) -> dict[int, dict]:
     offset = 0
     while True:
         got = col.get(include=["metadatas"], limit=_GET_PAGE, offset=offset)
-        ids = got["ids"]
-        for cid, meta in zip(ids, got["metadatas"]):
-            meta = meta or {}
-            try:
-                pid = int(meta.get("page_id", cid.split(":")[0]))
-            except ValueError:
-                pid = -1
-            entry = out.setdefault(pid, {"ids": set(), "hashes": set(), "chunks": set(), "expected": set()})
-            entry["ids"].add(cid)
-            entry["hashes"].add(meta.get("content_hash"))
-            entry["chunks"].add(meta.get("chunk"))
-            entry["expected"].add(meta.get("chunks"))
-        if len(ids) < _GET_PAGE:
+        for pid, entry in _entries(got).items():
+            if pid in out:
+                for key in entry:
+                    out[pid][key] |= entry[key]
+            else:
+                out[pid] = entry
+        if len(got["ids"]) < _GET_PAGE:
             return out
-        offset += len(ids)
+        offset += len(got["ids"])
 
 
 def _complete(entry: dict | None, content_hash: str) -> bool:
@@ -339,6 +420,8 @@ class _Writer:
 
     def __init__(self, ws: Any, embedder: Any):
         self.ws, self.embedder = ws, embedder
+        self._pending: list[tuple[str, str, str, dict]] = []  # (id, chunk, text to embed, metadata)
+        self._leftover: list[str] = []
         self.client = _client(ws)
         self.reset = False
         metadata = {**_embedder_meta(embedder), "hnsw:space": "cosine"}
@@ -358,19 +441,29 @@ class _Writer:
         self.client.close()
 
     def upsert(self, page: dict, text: str, old: dict | None) -> int:
-        """Replace a page's chunks with those of `text`; returns the number of chunks embedded."""
+        """Replace a page's chunks with those of `text` (written by `flush`); returns the number of chunks."""
         chunks = page_chunks(text) or [""]
         n = len(chunks)
         ids = [f"{page['page_id']}:{i}" for i in range(n)]
         title = page.get("title") or ""
-        vectors = self.embedder.embed([f"{title}\n\n{c}" if title else c for c in chunks]).tolist()
-        metas = [{"page_id": int(page["page_id"]), "content_hash": page["content_hash"], "chunk": i, "chunks": n}
-                 for i in range(n)]
-        self.col.upsert(ids=ids, embeddings=vectors, documents=chunks, metadatas=metas)
-        leftover = sorted((old or {}).get("ids", set()) - set(ids))
+        for i, (cid, chunk) in enumerate(zip(ids, chunks)):
+            meta = {"page_id": int(page["page_id"]), "content_hash": page["content_hash"], "chunk": i, "chunks": n}
+            self._pending.append((cid, chunk, f"{title}\n\n{chunk}" if title else chunk, meta))
+        self._leftover.extend(sorted((old or {}).get("ids", set()) - set(ids)))
+        if len(self._pending) >= UPSERT_BATCH:
+            self.flush()
+        return n
+
+    def flush(self) -> None:
+        """Embed and write the staged chunks, then drop the leftovers of pages that got shorter."""
+        pending, self._pending = self._pending, []
+        leftover, self._leftover = self._leftover, []
+        if pending:
+            vectors = self.embedder.embed([p[2] for p in pending]).tolist()
+            self.col.upsert(ids=[p[0] for p in pending], embeddings=vectors, documents=[p[1] for p in pending],
+                            metadatas=[p[3] for p in pending])
         if leftover:
             self.col.delete(ids=leftover)
-        return n
 
     def delete(self, entry: dict | None, page_id: int) -> None:
         ids = sorted((entry or {}).get("ids", set()))
@@ -386,9 +479,11 @@ def _writing(ws: Any, embedder: Any, wait_s: float) -> Iterator[_Writer | None]:
         if not locked:
             yield None
             return
+        _close_readers(ws)
         writer = _Writer(ws, embedder)
         try:
             yield writer
+            writer.flush()
         finally:
             writer.close()
 
@@ -415,14 +510,12 @@ def sync_pages(ws: Any, conn: sqlite3.Connection, page_ids: Iterable[int], *, em
     when another process holds the writer lock past `wait_s`, nothing is written and
     "deferred" is True (the next `reconcile` catches up).
     """
-    from kompl.embed import get_embedder
-
     page_ids = sorted({int(p) for p in page_ids})
     result = {"deferred": False, "embedded_pages": 0, "embedded_chunks": 0, "unchanged": 0, "deleted_pages": 0,
               "reset": False}
     if not page_ids:
         return result
-    embedder = embedder or get_embedder(ws.settings)
+    embedder = embedder or default_embedder(ws.settings)
     pages = _active_pages(conn, page_ids)
     with _writing(ws, embedder, wait_s) as writer:
         if writer is None:
@@ -432,9 +525,12 @@ def sync_pages(ws: Any, conn: sqlite3.Connection, page_ids: Iterable[int], *, em
             done = _reconcile_with(writer, conn, fix=True)
             return {**result, "reset": True, "embedded_pages": done["embedded_pages"],
                     "embedded_chunks": done["embedded_chunks"], "deleted_pages": done["deleted_pages"]}
+        entries: dict[int, dict] = {}
+        for start in range(0, len(page_ids), _GET_IDS):
+            part = page_ids[start:start + _GET_IDS]
+            entries.update(_entries(writer.col.get(where={"page_id": {"$in": part}}, include=["metadatas"])))
         for pid in page_ids:
-            got = writer.col.get(where={"page_id": pid}, include=["metadatas"])
-            entry = _entry(got)
+            entry = entries.get(pid)
             page = pages.get(pid)
             if page is None or page["status"] != "active":
                 if entry:
@@ -449,17 +545,21 @@ def sync_pages(ws: Any, conn: sqlite3.Connection, page_ids: Iterable[int], *, em
     return result
 
 
-def _entry(got: dict) -> dict | None:
-    if not got["ids"]:
-        return None
-    entry = {"ids": set(), "hashes": set(), "chunks": set(), "expected": set()}
+def _entries(got: dict) -> dict[int, dict]:
+    """page_id -> its stored chunks' ids, hashes, chunk numbers and expected counts, from a `get` result."""
+    out: dict[int, dict] = {}
     for cid, meta in zip(got["ids"], got["metadatas"]):
         meta = meta or {}
+        try:
+            pid = int(meta.get("page_id", cid.split(":")[0]))
+        except ValueError:
+            pid = -1
+        entry = out.setdefault(pid, {"ids": set(), "hashes": set(), "chunks": set(), "expected": set()})
         entry["ids"].add(cid)
         entry["hashes"].add(meta.get("content_hash"))
         entry["chunks"].add(meta.get("chunk"))
         entry["expected"].add(meta.get("chunks"))
-    return entry
+    return out
 
 
 def reconcile(ws: Any, conn: sqlite3.Connection, *, fix: bool = True, embedder: Any = None,
@@ -471,9 +571,7 @@ def reconcile(ws: Any, conn: sqlite3.Connection, *, fix: bool = True, embedder: 
     "missing": active pages without vectors; "stale": vectors of an older version
     (or incomplete); "orphaned": vectors of deleted or unknown pages.
     """
-    from kompl.embed import get_embedder
-
-    embedder = embedder or get_embedder(ws.settings)
+    embedder = embedder or default_embedder(ws.settings)
     if not fix or (not _store_exists(ws) and not _active_pages_exist(conn)):
         return _diff(conn, *_read_state(ws, embedder))
     with _writing(ws, embedder, wait_s) as writer:
@@ -530,5 +628,5 @@ def _reconcile_with(writer: _Writer, conn: sqlite3.Connection, *, fix: bool) -> 
     return found
 
 
-__all__ = ["CHUNK_CHARS", "COLLECTION", "LOCK_WAIT_S", "VectorError", "VectorHit", "VectorIndex", "chunk_text",
+__all__ = ["CHUNK_CHARS", "COLLECTION", "LOCK_WAIT_S", "VectorError", "VectorHit", "VectorIndex", "chunk_text", "default_embedder",
            "page_chunks", "reconcile", "sync_pages", "writer_lock"]
