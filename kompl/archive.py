@@ -1150,6 +1150,7 @@ def import_archive(ws: Workspace, conn: sqlite3.Connection, staged: Staged, *, r
 
     report = ImportReport(archive=str(staged.source.resolve()))
     written: list[Path] = []
+    pending = ws.data / ".import-vectors-pending"
     details: dict[str, Any] = {"archive": staged.source.name, "created_at": staged.manifest.get("created_at")}
     with sources.ingest_lock(ws):
         try:
@@ -1172,6 +1173,8 @@ def import_archive(ws: Workspace, conn: sqlite3.Connection, staged: Staged, *, r
             with db.transaction(conn, "import", target=staged.source.name, details=details):
                 _Merger(ws, conn, staged, report).run()
                 details.update(report.summary())
+                if report.pages_added and reembed:
+                    pending.touch()  # removed once the vectors are in: a crash before that is caught up next time
         except BaseException:
             for path in written:
                 path.unlink(missing_ok=True)
@@ -1189,12 +1192,17 @@ def import_archive(ws: Workspace, conn: sqlite3.Connection, staged: Staged, *, r
             wiki.write_files(ws, conn, dict(row))
     report.schema = _merge_schema(ws, staged)
     report.settings = _merge_settings(ws, staged)
-    if reembed and (report.pages_added or not ws.vectors_dir.exists()):
+    if reembed:
         try:
             from kompl import vectors
 
-            report.vectors = {k: v for k, v in vectors.reconcile(ws, conn).items()
-                              if k in ("embedded_pages", "embedded_chunks", "deferred", "fixed")}
+            # Also when this run adds no page: an earlier import that crashed after its commit left
+            # the marker, and its pages without vectors.
+            if report.pages_added or not ws.vectors_dir.exists() or pending.exists():
+                report.vectors = {k: v for k, v in vectors.reconcile(ws, conn).items()
+                                  if k in ("embedded_pages", "embedded_chunks", "deferred", "fixed")}
+                if not report.vectors.get("deferred"):
+                    pending.unlink(missing_ok=True)
         except Exception as exc:  # noqa: BLE001 - rows are committed; `kompl doctor --fix` re-embeds later
             report.vectors = {"error": str(exc), "hint": "run `kompl doctor --fix` to re-embed"}
     return report

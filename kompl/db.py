@@ -22,7 +22,8 @@ from typing import Any
 from kompl.errors import DatabaseError
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
-BUSY_TIMEOUT_MS = 30_000
+BUSY_TIMEOUT_MS = 30_000  # the default; a workspace sets its own with `db_busy_timeout_s`
+_busy_timeout_override_ms: int | None = None
 _MIGRATION_NAME = re.compile(r"^m(\d{3})_[a-z0-9_]+\.sql$")
 
 
@@ -31,15 +32,25 @@ def utcnow() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
+def set_busy_timeout(seconds: float | None) -> None:
+    """How long connections opened from now on wait for another process's write lock (None: the default)."""
+    global _busy_timeout_override_ms
+    _busy_timeout_override_ms = None if seconds is None else max(1, int(seconds * 1000))
+
+
+def _busy_timeout_ms() -> int:
+    return BUSY_TIMEOUT_MS if _busy_timeout_override_ms is None else _busy_timeout_override_ms
+
+
 def connect(path: Path, *, migrate: bool = True) -> sqlite3.Connection:
     """Open the workspace database (creating it if needed) and bring its schema up to date."""
     try:
-        conn = sqlite3.connect(str(path), isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+        conn = sqlite3.connect(str(path), isolation_level=None, timeout=_busy_timeout_ms() / 1000)
     except sqlite3.Error as exc:
         raise DatabaseError(f"Could not open the database {path}: {exc}") from None
     conn.row_factory = sqlite3.Row
     try:
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute(f"PRAGMA busy_timeout = {_busy_timeout_ms()}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA synchronous = NORMAL")
@@ -124,8 +135,9 @@ def _translate(exc: sqlite3.Error, doing: str) -> DatabaseError:
     if "locked" in text or "busy" in text:
         return DatabaseError(
             f"The database stayed locked by another kompl process while {doing} "
-            f"(waited {BUSY_TIMEOUT_MS // 1000} s)",
-            hint="wait for the other command to finish, then run this one again",
+            f"(waited {_busy_timeout_ms() / 1000:g} s)",
+            hint="wait for the other command to finish, then run this one again "
+            "(or raise db_busy_timeout_s in kompl.toml)",
         )
     return DatabaseError(f"Database error while {doing}: {text}")
 

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Protocol
 
-from kompl import db
+from kompl import db, faults
 from kompl.errors import KomplError, NotFoundError
 from kompl.pipeline import plan as planner
 from kompl.wiki import store as wiki
@@ -239,6 +239,12 @@ def approve(ws: Workspace, conn: sqlite3.Connection, plan_ids: Sequence[int] | s
         touched.extend(linked)
     if touched:
         report.vectors = _sync_vectors(ws, conn, sorted(set(touched)))
+    if plan_ids == ALL and not report.vectors.get("deferred"):
+        # `approve --all` also catches the vectors up: a run killed after its commits but before its
+        # vector sync leaves those pages to no re-run (their plans are already approved).
+        caught_up = _sync_vectors(ws, conn, None)
+        if caught_up.get("embedded_pages") or caught_up.get("deleted_pages"):
+            report.vectors = {**report.vectors, "caught_up": caught_up}
     return report
 
 
@@ -252,6 +258,10 @@ def _approve_one(ws: Workspace, conn: sqlite3.Connection, plan_id: int, report: 
     if _committed_by(conn, plan, page):
         _decide(conn, plan, "approved", "approve", {"version": page["version"], "recovered": True})
         report.approved.append(_entry(plan, page))
+        # The crashed run never got to its link pass and vectors: this run does them.
+        touched.append(page["page_id"])
+        if plan["action"] == "create":
+            created.append(page["page_id"])
         return
     if _is_stale(plan, page):
         why = (f"stale: the page is at version {page['version'] if page else None}, "
@@ -266,6 +276,7 @@ def _approve_one(ws: Workspace, conn: sqlite3.Connection, plan_id: int, report: 
         return
     write = page_write_for(conn, plan)
     row, changed = wiki.commit_version(ws, conn, write)
+    faults.point("approve.after_page_commit")
     if not changed:
         _decide(conn, plan, "noop", "approve", {"noop": True}, "the draft equals the current page")
         report.noop.append(_entry(plan, row))
@@ -283,7 +294,8 @@ def _entry(plan: dict, page: dict) -> dict:
             "version": page["version"]}
 
 
-def _sync_vectors(ws: Workspace, conn: sqlite3.Connection, page_ids: list[int]) -> dict:
+def _sync_vectors(ws: Workspace, conn: sqlite3.Connection, page_ids: list[int] | None) -> dict:
+    """Upsert the vectors of `page_ids`; None: reconcile the whole index (embeds only what is missing)."""
     import importlib
 
     try:
@@ -291,6 +303,12 @@ def _sync_vectors(ws: Workspace, conn: sqlite3.Connection, page_ids: list[int]) 
     except ImportError:
         return {"skipped": "kompl.vectors is not installed; vectors are brought up to date by its reconcile step"}
     try:
+        if page_ids is None:
+            if not hasattr(vectors, "reconcile"):
+                return {}
+            found = vectors.reconcile(ws, conn)
+            return {k: v for k, v in found.items() if k in ("embedded_pages", "embedded_chunks", "deleted_pages",
+                                                             "deferred", "fixed")}
         return dict(vectors.sync_pages(ws, conn, page_ids) or {})
     except Exception as exc:  # noqa: BLE001 - the pages are committed; the vector index is a projection, repaired later
         return {"error": str(exc), "deferred": page_ids}

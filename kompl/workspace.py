@@ -46,6 +46,7 @@ class Settings:
     embedder: str = "hashing"
     extract_chunk_tokens: int = 0  # source tokens per extraction call (0 = a default per model)
     draft_input_tokens: int = 0  # prompt budget of one drafting call (0 = a default per model)
+    db_busy_timeout_s: float = 0.0  # how long to wait for another command's write lock (0 = 30 s)
 
     @classmethod
     def load(cls, root: Path | None, env: dict[str, str] | None = None) -> "Settings":
@@ -183,7 +184,11 @@ def find_workspace(home: str | os.PathLike | None = None) -> Workspace:
             f"No kompl workspace at {root}",
             hint=f"create one with `kompl init {root}` or point at one with --home DIR / KOMPL_HOME",
         )
-    return Workspace(root=root, settings=Settings.load(root))
+    from kompl import db
+
+    settings = Settings.load(root)
+    db.set_busy_timeout(settings.db_busy_timeout_s or None)
+    return Workspace(root=root, settings=settings)
 
 
 def init_workspace(root: Path) -> tuple[Workspace, bool]:

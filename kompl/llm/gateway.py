@@ -314,6 +314,9 @@ class Gateway:
                 else:
                     text, attempt = self._read_response(litellm, response, latency)
                     value, outcome, problem = _parse_reply(text, task.schema)
+                    if outcome == "repaired" and attempt.meta.get("finish_reason") == "length":
+                        # JSON "repaired" after the output limit cut it off is a partial reply, not a page.
+                        value, outcome, problem = None, "invalid", "the reply was cut off at the output token limit"
                     attempt.outcome, attempt.error = outcome, problem
                     call_id = self._record(task, task_id, version, messages, attempt_no, attempt, estimate)
             finally:

@@ -1,0 +1,1 @@
+"""Reliability and security suite: crashes, concurrency, hostile input, model faults, properties (issue 7)."""
