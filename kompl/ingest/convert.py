@@ -116,6 +116,41 @@ def decode_text(data: bytes, name: str, declared: str | None = None) -> tuple[st
     return str(best), best.encoding
 
 
+# Frontmatter keys that describe a document (web clippers and note apps write these).
+DOCUMENT_KEYS = {
+    "title": "title", "author": "author", "authors": "author", "by": "author",
+    "source": "publisher", "publisher": "publisher", "site": "publisher", "site_name": "publisher",
+    "published": "published", "published_at": "published", "date": "published", "created": "published",
+    "url": "url", "source_url": "url", "link": "url", "description": "description",
+}
+
+
+def frontmatter_metadata(markdown: str) -> dict[str, str]:
+    """Who wrote a markdown document, where and when, from its YAML frontmatter (if any)."""
+    if not markdown.startswith("---\n"):
+        return {}
+    end = markdown.find("\n---\n", 4)
+    if end == -1:
+        return {}
+    import yaml
+
+    try:
+        data = yaml.safe_load(markdown[4:end])
+    except yaml.YAMLError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    out: dict[str, str] = {}
+    for key, value in data.items():
+        field = DOCUMENT_KEYS.get(str(key).lower())
+        if field is None or field in out or value in (None, "", []):
+            continue
+        if isinstance(value, list):
+            value = ", ".join(str(v) for v in value)
+        out[field] = " ".join(str(value).split())[:500]
+    return out
+
+
 def title_from_markdown(markdown: str) -> str | None:
     for pattern in (_H1, _SETEXT_H1):
         match = pattern.search(markdown)
@@ -240,7 +275,10 @@ class Converter:
                 f"No text could be extracted from {name}",
                 hint="a scanned PDF or an image-only document needs OCR first",
             )
-        doc_title = " ".join((result.title or "").split())
+        front = frontmatter_metadata(markdown) if kind in ("markdown", "text") else {}
+        if front:
+            metadata["document"] = front
+        doc_title = " ".join((result.title or front.get("title") or "").split())
         if not doc_title and extension in OOXML_EXTENSIONS:
             doc_title = _ooxml_title(data)
         if doc_title:

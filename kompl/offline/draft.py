@@ -57,6 +57,9 @@ def _source_page(page: dict, dossier: dict, passages: list[dict], allowed: list[
     sources = list((dossier.get("sources") or {}).keys()) or allowed[:1]
     lead_parts = []
     for sid in sources:
+        byline = _byline((dossier.get("sources") or {}).get(sid) or {})
+        if byline:
+            lead_parts.append(cite(byline, sid))
         summary = (dossier.get("summary") or {}).get(sid, "")
         own = [p for p in passages if p.get("source") == sid or sid in p.get("source", "")]
         if summary.strip():
@@ -78,6 +81,21 @@ def _source_page(page: dict, dossier: dict, passages: list[dict], allowed: list[
         concepts.append(f"- **{c['name']}**: {cite(c['description'], c.get('source') or sources[:1])}")
     return " ".join(lead_parts), [("Key points", key_points), ("People and organisations", people),
                                   ("Also mentioned", others), ("Concepts", concepts)]
+
+
+def _byline(info: dict) -> str:
+    """'Published by TechCrunch on 2023-10-06, written by Morgan Little.' from the source's metadata."""
+    parts = []
+    if info.get("publisher"):
+        parts.append(f"Published by {info['publisher']}")
+    if info.get("published"):
+        parts.append(f"{'on' if parts else 'Published on'} {str(info['published'])[:10]}")
+    if info.get("author"):
+        parts.append(f"{'written' if parts else 'Written'} by {info['author']}")
+    if not parts:
+        return ""
+    text = " ".join(parts[:2]) + (f", {parts[2]}" if len(parts) > 2 else "")
+    return text + "."
 
 
 def _original_page(page: dict, dossier: dict, passages: list[dict], allowed: list[str]) -> tuple[str, list]:

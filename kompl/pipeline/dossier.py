@@ -179,8 +179,11 @@ def _source_dossier(conn: sqlite3.Connection, srcs: _Sources, sources: list[str]
     passages = []
     for sid in sources:
         row = srcs.row(sid)
+        document = ((row or {}).get("metadata") or {}).get("document") or {}
         dossier["sources"][sid] = {"title": srcs.title(sid), "type": (row or {}).get("source_type", ""),
-                                   "url": (row or {}).get("url") or ""}
+                                   "url": (row or {}).get("url") or document.get("url", ""),
+                                   "publisher": document.get("publisher", ""), "author": document.get("author", ""),
+                                   "published": document.get("published", "")}
         extraction = get_extraction(conn, sid)
         if extraction:
             dossier["summary"][sid] = extraction["result"].get("summary", "")
