@@ -80,13 +80,19 @@ def home_of(ctx: typer.Context) -> str | None:
     return (root.obj or {}).get("home") if root else None
 
 
-def open_workspace(ctx: typer.Context):
-    """(workspace, connection) for the workspace this command runs in."""
+def open_workspace(ctx: typer.Context, *, repair: bool = True):
+    """(workspace, connection) for the workspace this command runs in.
+
+    `repair=False` is for the commands that report drift (doctor, lint): they must
+    see the problems before anything fixes them.
+    """
     from kompl import db
     from kompl.workspace import find_workspace
 
     ws = find_workspace(home_of(ctx))
     conn = db.connect(ws.db_path)
+    if not repair:
+        return ws, conn
     try:
         # The database is the truth: page files that a crash left stale or missing are
         # rewritten, and hand edits are taken in as human versions, before any command runs.

@@ -29,7 +29,7 @@ def doctor(
     """
     from kompl import doctor as service
 
-    ws, conn = open_workspace(ctx)
+    ws, conn = open_workspace(ctx, repair=False)
     with closing(conn):
         report = service.check(ws, conn, fix=fix)
     if json_out:

@@ -39,7 +39,7 @@ def lint(
     """
     from kompl import lint as service
 
-    ws, conn = open_workspace(ctx)
+    ws, conn = open_workspace(ctx, repair=False)
     with closing(conn):
         if last:
             report = service.require_last_run(conn)
