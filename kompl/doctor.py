@@ -57,12 +57,22 @@ class DoctorReport:
 
 
 def repair_on_start(ws: Workspace, conn: sqlite3.Connection) -> list[dict]:
-    """Rewrite missing/stale page files and take in hand edits (cheap; no vector store)."""
+    """Rewrite missing/stale page files and take in hand edits.
+
+    Cheap: the vector store is opened only when a hand edit was taken in (its new
+    version must be searchable as it now reads).
+    """
     if conn.execute("SELECT 1 FROM pages WHERE status = 'active' LIMIT 1").fetchone() is None:
         return []
     from kompl.wiki import store
 
-    return store.reconcile_files(ws, conn, fix=True)
+    findings = store.reconcile_files(ws, conn, fix=True)
+    adopted = sorted({f["page_id"] for f in findings if f["problem"] == "edited_by_hand"})
+    if adopted:
+        from kompl import vectors
+
+        vectors.sync_pages(ws, conn, adopted)
+    return findings
 
 
 def check(ws: Workspace, conn: sqlite3.Connection, *, fix: bool = False, vectors: bool = True) -> DoctorReport:

@@ -424,7 +424,10 @@ class _Writer:
         self._leftover: list[str] = []
         self.client = _client(ws)
         self.reset = False
-        metadata = {**_embedder_meta(embedder), "hnsw:space": "cosine"}
+        # A wide search beam makes the approximate index return the exact neighbours at the
+        # sizes a wiki has, so the same pages give the same results however they were inserted.
+        metadata = {**_embedder_meta(embedder), "hnsw:space": "cosine", "hnsw:search_ef": 256,
+                    "hnsw:construction_ef": 256}
         names = {getattr(c, "name", c) for c in self.client.list_collections()}
         if COLLECTION in names:
             col = self.client.get_collection(COLLECTION, embedding_function=embedder)

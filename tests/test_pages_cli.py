@@ -70,3 +70,13 @@ def test_a_crash_between_commit_and_file_write_is_repaired_by_the_next_command(k
     assert result.exit_code == 0
     assert "in 1928" in path.read_text()
     assert (ws.pages_dir / "hidden-person.md").exists()
+
+
+def test_a_hand_edit_taken_in_at_start_is_searchable_at_once(kompl, wiki, ws):
+    path = ws.pages_dir / "alexander-fleming.md"
+    path.write_text(path.read_text() + "\nHe also kept a notebook of zymotic observations.\n")
+    assert kompl("pages").exit_code == 0  # any command takes the edit in
+    from kompl.vectors import VectorIndex
+
+    hits = VectorIndex(ws).query("zymotic observations notebook", k=3)
+    assert hits and hits[0].page_id == wiki["page_id"] and "zymotic" in hits[0].text
