@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import re
 import unicodedata
+import warnings
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -248,7 +249,11 @@ class Converter:
         )
         kind = SOURCE_TYPES.get(extension, extension.lstrip(".") or "text")
         try:
-            result = self._convert_stream(data, stream_info, extension)
+            with warnings.catch_warnings():
+                # Converter libraries warn about what they could not parse (deeply nested
+                # HTML, odd PDF objects); the outcome is reported per input instead.
+                warnings.simplefilter("ignore")
+                result = self._convert_stream(data, stream_info, extension)
         except UnsupportedFormatException:
             raise IngestError(
                 "unsupported",
