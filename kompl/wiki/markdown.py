@@ -51,12 +51,22 @@ def split_frontmatter(text: str) -> tuple[str, str]:
     return "", text
 
 
+def one_line(value):
+    """Frontmatter strings are single lines: every run of whitespace (YAML's own line
+    breaks \x85, \u2028 and \u2029 included) becomes one space."""
+    if isinstance(value, str):
+        return " ".join(value.split())
+    if isinstance(value, list):
+        return [one_line(v) for v in value]
+    return value
+
+
 def render_page(meta: Mapping, body: str) -> str:
     """Frontmatter (the schema's fields in their order, then any others) + body."""
     import yaml
 
-    ordered = {k: meta[k] for k in FRONTMATTER_FIELDS if k in meta}
-    ordered.update({k: v for k, v in meta.items() if k not in ordered})
+    ordered = {k: one_line(meta[k]) for k in FRONTMATTER_FIELDS if k in meta}
+    ordered.update({k: one_line(v) for k, v in meta.items() if k not in ordered})
     head = yaml.safe_dump(ordered, sort_keys=False, allow_unicode=True, default_flow_style=None, width=10_000)
     return f"---\n{head}---\n{body if body.endswith(chr(10)) or not body else body + chr(10)}"
 
