@@ -40,7 +40,7 @@ import sqlite3
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kompl import db, faults, files
+from kompl import db, faults
 from kompl.errors import KomplError, NotFoundError
 from kompl.workspace import Workspace
 

@@ -11,7 +11,7 @@ import click
 import typer
 from typer.core import TyperGroup
 
-from kompl.errors import EXIT_ERROR, KomplError
+from kompl.errors import EXIT_ERROR, EXIT_FAILURES, KomplError
 
 
 class KomplGroup(TyperGroup):
@@ -139,10 +139,20 @@ class ProgressBar:
         return False
 
 
+def finish(report: Any, json_out: bool, summary) -> None:
+    """Print a stage report (JSON or the human summary) and exit 1 when it has failures."""
+    if json_out:
+        print_json(report.to_dict())
+    else:
+        summary(report)
+    if not report.ok:
+        raise typer.Exit(EXIT_FAILURES)
+
+
 def esc(text: Any) -> str:
     from rich.markup import escape
 
     return escape(str(text))
 
 
-__all__ = ["EXIT_ERROR", "KomplGroup", "ProgressBar", "error", "esc", "home_of", "open_workspace", "print_json"]
+__all__ = ["EXIT_ERROR", "KomplGroup", "ProgressBar", "finish", "error", "esc", "home_of", "open_workspace", "print_json"]

@@ -7,8 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kompl.cli.common import err_console, esc, open_workspace, out_console, print_json
-from kompl.errors import EXIT_FAILURES
+from kompl.cli.common import err_console, esc, finish, open_workspace, out_console
 
 
 class _StageProgress:
@@ -79,12 +78,7 @@ def compile_(
     with closing(conn):
         with _StageProgress(enabled=not json_out) as on_progress:
             report = compile_workspace(ws, conn, model=model, source_ids=source or None, on_progress=on_progress)
-    if json_out:
-        print_json(report.to_dict())
-    else:
-        _summary(report, auto=ws.settings.auto_approve)
-    if not report.ok:
-        raise typer.Exit(EXIT_FAILURES)
+    finish(report, json_out, lambda r: _summary(r, auto=ws.settings.auto_approve))
 
 
 def _summary(report, *, auto: bool) -> None:

@@ -7,8 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kompl.cli.common import ProgressBar, err_console, esc, open_workspace, out_console, print_json
-from kompl.errors import EXIT_FAILURES
+from kompl.cli.common import ProgressBar, err_console, esc, finish, open_workspace, out_console
 
 
 def draft(
@@ -37,12 +36,7 @@ def draft(
         with ProgressBar("draft", enabled=not json_out, advance_on="plan",
                          describe=lambda info: info.get("title", "")) as on_progress:
             report = draft_pending(ws, conn, model=model, plan_ids=plan or None, on_progress=on_progress)
-    if json_out:
-        print_json(report.to_dict())
-    else:
-        _summary(report)
-    if not report.ok:
-        raise typer.Exit(EXIT_FAILURES)
+    finish(report, json_out, _summary)
 
 
 def _summary(report) -> None:

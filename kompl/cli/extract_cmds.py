@@ -7,8 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kompl.cli.common import ProgressBar, err_console, esc, open_workspace, out_console, print_json
-from kompl.errors import EXIT_FAILURES
+from kompl.cli.common import ProgressBar, err_console, esc, finish, open_workspace, out_console
 
 
 def extract(
@@ -39,12 +38,7 @@ def extract(
                          describe=lambda info: info.get("title", "")) as on_progress:
             report = extract_pending(ws, conn, model=model, source_ids=source or None,
                                      on_progress=on_progress, force=force)
-    if json_out:
-        print_json(report.to_dict())
-    else:
-        _summary(report)
-    if not report.ok:
-        raise typer.Exit(EXIT_FAILURES)
+    finish(report, json_out, _summary)
 
 
 def _summary(report) -> None:

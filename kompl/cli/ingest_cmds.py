@@ -9,8 +9,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from kompl.cli.common import ProgressBar, esc, open_workspace, out_console, print_json
-from kompl.errors import EXIT_FAILURES, KomplError
+from kompl.cli.common import ProgressBar, esc, finish, open_workspace, out_console, print_json
+from kompl.errors import KomplError
 
 
 def ingest(
@@ -54,12 +54,7 @@ def ingest(
                          describe=lambda info: Path(info["input"]).name) as on_progress:
             report = run_ingest(ws, conn, items, report=report,
                                 allow_private=allow_private or None, on_progress=on_progress)
-    if json_out:
-        print_json(report.to_dict())
-    else:
-        _summary(report)
-    if not report.ok:
-        raise typer.Exit(EXIT_FAILURES)
+    finish(report, json_out, _summary)
 
 
 def _stderr():
