@@ -102,8 +102,20 @@ def test_rerun_makes_zero_model_calls(example):
     gw = CountingGateway(ws, conn)
     again = C.find_conflicts(ws, conn, gateway=gw)
     assert gw.tasks == [] and again.model_calls == 0 and again.judged == 0
-    assert again.already_judged == first.survivors
+    assert again.survivors == 0  # every claim was scanned: nothing is even compared again
+    full = C.find_conflicts(ws, conn, gateway=gw, full=True)
+    assert gw.tasks == [] and full.already_judged == first.survivors  # a full rescan finds only judged pairs
     assert conn.execute("SELECT COUNT(*) FROM activity WHERE action='conflicts'").fetchone()[0] == 1
+
+
+def test_only_new_claims_look_for_partners(example):
+    ws, conn = example
+    C.find_conflicts(ws, conn, gateway=CountingGateway(ws, conn))
+    claims = C._load_claims(conn)
+    newest = max(c.id for c in claims)
+    pairs, _ = C.candidate_pairs(conn, claims, new_ids={newest})
+    assert pairs and all(newest in (p.a.id, p.b.id) for p in pairs)
+    assert len(pairs) <= C.MAX_PARTNERS
 
 
 def test_failed_batches_are_retried_next_time(example):

@@ -9,6 +9,9 @@ This module owns the `conflicts` table (m008). `find_conflicts()`:
 2. local filter: TF-IDF cosine of the two claims (over all active claims) must be
    at least `SIMILARITY_MIN`; each claim keeps at most `MAX_PARTNERS` partners
    (the most similar), so a popular entity does not cost n^2 model pairs;
+   only claims not scanned before (`conflict_scans`, m012) look for partners, so
+   a run's cost follows what is new, not the size of the corpus (`full=True`
+   rescans everything, e.g. for lint);
 3. judge: the survivors not judged before (by `pair_hash`) go to the model in
    batches of `JUDGE_BATCH` (`judge_contradiction` prompt; the offline model
    answers with rules, see kompl/offline/judge.py);
@@ -185,11 +188,17 @@ def _cosine(a: dict[str, float], b: dict[str, float]) -> float:
 
 # --- candidates ---------------------------------------------------------------------------------
 
-def candidate_pairs(conn: sqlite3.Connection, claims: list[_Claim] | None = None) -> tuple[list[_Pair], int]:
-    """(survivors of the local filter, number of candidates before it), most similar first."""
+def candidate_pairs(conn: sqlite3.Connection, claims: list[_Claim] | None = None,
+                    new_ids: set[int] | None = None) -> tuple[list[_Pair], int]:
+    """(survivors of the local filter, number of candidates before it), most similar first.
+
+    With `new_ids`, only pairs that involve one of those claims are candidates, and
+    the partner cap applies to the new claims only.
+    """
     claims = _load_claims(conn) if claims is None else claims
     if len(claims) < 2:
         return [], 0
+    is_new = [new_ids is None or c.id in new_ids for c in claims]
     vectors, df = _vectors(claims)
     by_entity: dict[str, list[int]] = defaultdict(list)
     for i, c in enumerate(claims):
@@ -206,19 +215,14 @@ def candidate_pairs(conn: sqlite3.Connection, claims: list[_Claim] | None = None
     # Smaller groups first: the most specific shared entity names the topic.
     found: dict[tuple[int, int], tuple[str | None, str]] = {}
     for eid in sorted(by_entity, key=lambda e: (len(by_entity[e]), e)):
-        members = by_entity[eid]
-        for x in range(len(members)):
-            for y in range(x + 1, len(members)):
-                i, j = members[x], members[y]
-                if claims[i].source_id != claims[j].source_id:
-                    found.setdefault((i, j), (eid, names.get(eid, eid)))
+        for i, j in _member_pairs(by_entity[eid], is_new):
+            if claims[i].source_id != claims[j].source_id:
+                found.setdefault((i, j), (eid, names.get(eid, eid)))
     shared_words: Counter = Counter()
     for w, members in by_word.items():
-        for x in range(len(members)):
-            for y in range(x + 1, len(members)):
-                i, j = members[x], members[y]
-                if claims[i].source_id != claims[j].source_id and (i, j) not in found:
-                    shared_words[(i, j)] += 1
+        for i, j in _member_pairs(members, is_new):
+            if claims[i].source_id != claims[j].source_id and (i, j) not in found:
+                shared_words[(i, j)] += 1
     for (i, j), count in shared_words.items():
         if count >= SUBJECT_WORDS:
             subject = sorted(set(claims[i].words) & set(claims[j].words), key=lambda w: (df[w], w))[:3]
@@ -235,13 +239,29 @@ def candidate_pairs(conn: sqlite3.Connection, claims: list[_Claim] | None = None
     partners: Counter = Counter()
     pairs = []
     for sim, i, j, eid, topic in scored:
-        if partners[i] >= MAX_PARTNERS or partners[j] >= MAX_PARTNERS:
+        # The cap is per new claim: an old claim may meet many new ones over time.
+        capped = [k for k in (i, j) if is_new[k]]
+        if any(partners[k] >= MAX_PARTNERS for k in capped):
             continue
-        partners[i] += 1
-        partners[j] += 1
+        for k in capped:
+            partners[k] += 1
         a, b = (claims[i], claims[j]) if claims[i].id < claims[j].id else (claims[j], claims[i])
         pairs.append(_Pair(a, b, round(sim, 4), eid, topic))
     return pairs, len(found)
+
+
+def _member_pairs(members: list[int], is_new: list[bool]):
+    """Index pairs (i < j) within a group where at least one side is new."""
+    fresh = [m for m in members if is_new[m]]
+    if len(fresh) == len(members):
+        for x in range(len(members)):
+            for y in range(x + 1, len(members)):
+                yield members[x], members[y]
+        return
+    for i in fresh:
+        for j in members:
+            if j != i and (not is_new[j] or i < j):
+                yield (i, j) if i < j else (j, i)
 
 
 def _entity_names(conn: sqlite3.Connection, ids: list[str]) -> dict[str, str]:
@@ -256,21 +276,30 @@ def _entity_names(conn: sqlite3.Connection, ids: list[str]) -> dict[str, str]:
 # --- judging ------------------------------------------------------------------------------------
 
 def find_conflicts(ws: Any, conn: sqlite3.Connection, *, gateway: Any = None, model: str | None = None,
-                   on_progress: Any = None) -> ConflictReport:
-    """Judge every new candidate pair of claims and store the verdicts (see the module docstring)."""
+                   on_progress: Any = None, full: bool = False) -> ConflictReport:
+    """Judge every new candidate pair of claims and store the verdicts (see the module docstring).
+
+    Only claims not scanned before look for partners, unless `full`.
+    """
     from kompl.llm import LLMError, Task
 
     emit = on_progress or (lambda event, info: None)
     report = ConflictReport()
     claims = _load_claims(conn)
     report.claims = len(claims)
-    pairs, report.candidates = candidate_pairs(conn, claims)
+    scanned = set() if full else {r[0] for r in conn.execute("SELECT claim_id FROM conflict_scans")}
+    new_ids = {c.id for c in claims if c.id not in scanned}
+    if not new_ids:
+        emit("start", {"total": 0})
+        return report
+    pairs, report.candidates = candidate_pairs(conn, claims, None if full else new_ids)
     report.survivors = len(pairs)
     known = {r[0] for r in conn.execute("SELECT pair_hash FROM conflicts")}
     todo = [p for p in pairs if p.hash not in known]
     report.already_judged = len(pairs) - len(todo)
     emit("start", {"total": len(todo)})
     if not todo:
+        _mark_scanned(conn, new_ids)
         return report
     if gateway is None:
         from kompl.llm import Gateway
@@ -289,21 +318,25 @@ def find_conflicts(ws: Any, conn: sqlite3.Connection, *, gateway: Any = None, mo
     report.model_calls = len(tasks)
     rows = []
     now = db.utcnow()
+    unjudged: set[int] = set()  # claims with a pair still waiting: scanned again next run
     for batch, result in zip(batches, results):
         if isinstance(result, (LLMError, Exception)):
             report.errors.append(str(result))
+            unjudged.update(c.id for p in batch for c in (p.a, p.b))
             continue
         verdicts = list(result.verdicts)
         if len(verdicts) != len(batch):
             report.errors.append(f"the model returned {len(verdicts)} verdicts for {len(batch)} pairs; "
                                  "the pairs without one are judged again next time")
         judged_by = result.model or report.model or "unknown"
+        unjudged.update(c.id for p in batch[len(verdicts):] for c in (p.a, p.b))
         for pair, verdict in zip(batch, verdicts):
             rows.append((pair, verdict, judged_by))
             emit("pair", {"verdict": verdict.verdict, "topic": pair.topic})
     if not rows:
         return report
     with db.transaction(conn) as tx:
+        _mark_scanned(tx, new_ids - unjudged)
         for pair, verdict, judged_by in rows:
             cur = tx.execute(
                 "INSERT OR IGNORE INTO conflicts (claim_a, claim_b, source_a, source_b, entity_id, topic, verdict,"
@@ -324,6 +357,13 @@ def find_conflicts(ws: Any, conn: sqlite3.Connection, *, gateway: Any = None, mo
                                      "unsure": report.unsure, "model_calls": report.model_calls,
                                      "conflict_ids": report.conflict_ids})
     return report
+
+
+def _mark_scanned(conn: sqlite3.Connection, claim_ids: set[int]) -> None:
+    now = db.utcnow()
+    with db.transaction(conn):
+        conn.executemany("INSERT OR IGNORE INTO conflict_scans (claim_id, scanned_at) VALUES (?, ?)",
+                         [(cid, now) for cid in sorted(claim_ids)])
 
 
 def _pair_vars(pair: _Pair) -> dict:
