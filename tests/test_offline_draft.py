@@ -214,3 +214,14 @@ def test_pages_stay_bounded_as_sources_accumulate():
     assert "earlier disagreements, in this page's history" in body
     assert max(sizes[30:]) - min(sizes[30:]) < 200  # flat, not growing with the source count
     assert bound_page(body) == body
+
+
+def test_a_page_of_disagreements_only_is_bounded_too():
+    from kompl.offline.draft import MAX_DISAGREEMENT_ITEMS, bound_page
+
+    body = "## Disagreements\n\n" + "\n\n".join(f"**Disputed:** claim {i} [src-{i:012x}]." for i in range(200)) + "\n"
+    out = bound_page(body)
+    assert out.count("**Disputed:**") == MAX_DISAGREEMENT_ITEMS
+    assert "claim 199" in out and "claim 0 " not in out
+    assert "194 earlier disagreements, in this page's history" in out
+    assert bound_page(out) == out

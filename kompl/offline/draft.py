@@ -413,8 +413,14 @@ def bound_page(body: str) -> str:
     if "Positions" in names:
         _bound_comparison(sections, names)
         return _join(sections)
-    if "What the sources say" not in names:
-        return body
+    if "What the sources say" in names:
+        _fold_source_groups(sections, names)
+    _bound_lists(sections, names)
+    return _join(sections)
+
+
+def _fold_source_groups(sections: list, names: list) -> None:
+    """The newest MAX_SOURCE_GROUPS source groups stay whole; older ones become lines of 'Further sources'."""
     say = dict(sections)["What the sources say"]
     starts = [i for i, l in enumerate(say) if l.strip().startswith("From *") and l.strip().endswith(":")]
     folded: list[str] = []
@@ -448,6 +454,10 @@ def bound_page(body: str) -> str:
             at = names.index("What the sources say") + 1
             sections.insert(at, (_FURTHER, [""] + lines + [""]))
             names.insert(at, _FURTHER)
+
+
+def _bound_lists(sections: list, names: list) -> None:
+    """Relationships and disagreements keep their newest lines; older disagreements become a count."""
     if "Relationships" in names:
         rel = sections[names.index("Relationships")][1]
         items = [l for l in rel if l.strip()]
@@ -464,7 +474,6 @@ def bound_page(body: str) -> str:
         if earlier:
             items.insert(0, f"*… and {earlier} earlier disagreements, in this page's history.*")
         sections[i] = ("Disagreements", [""] + [x for item in items for x in (item, "")])
-    return _join(sections)
 
 
 def _join(sections: list) -> str:
