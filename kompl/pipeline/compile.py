@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kompl.pipeline import StageResult
 from kompl.workspace import Workspace
 
 ProgressFn = Callable[[str, dict], None]
@@ -21,7 +22,7 @@ STAGES = ("extract", "resolve", "conflicts", "plan", "draft", "approve")
 
 
 @dataclass
-class CompileReport:
+class CompileReport(StageResult):
     model: str
     stages: dict[str, dict] = field(default_factory=dict)
     sources: list[str] = field(default_factory=list)
@@ -31,17 +32,6 @@ class CompileReport:
     llm_calls: int = 0
     approved: int | None = None
     seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return not self.failed
-
-    def to_dict(self) -> dict:
-        return {
-            "model": self.model, "sources": self.sources, "plans": self.plans, "drafted": self.drafted,
-            "failed": self.failed, "llm_calls": self.llm_calls, "approved": self.approved,
-            "seconds": round(self.seconds, 3), "stages": self.stages,
-        }
 
 
 def _as_dict(report: Any) -> dict:

@@ -60,6 +60,7 @@ from kompl.pipeline.dossier import (  # noqa: F401 - re-exported
     read_schema,
 )
 from kompl.text import approx_tokens
+from kompl.pipeline import StageResult
 from kompl.workspace import Workspace
 
 DRAFT_VERSION = "1"
@@ -105,7 +106,7 @@ class SummaryResult(BaseModel):
 # --- report --------------------------------------------------------------------------------
 
 @dataclass
-class DraftReport:
+class DraftReport(StageResult):
     model: str = ""
     drafted: list[dict] = field(default_factory=list)
     noop: list[dict] = field(default_factory=list)
@@ -114,17 +115,6 @@ class DraftReport:
     model_calls: int = 0
     notices: list[str] = field(default_factory=list)
     seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return not self.failed
-
-    def to_dict(self) -> dict:
-        return {
-            "model": self.model, "drafted": self.drafted, "noop": self.noop, "failed": self.failed,
-            "skipped": self.skipped, "model_calls": self.model_calls, "notices": self.notices,
-            "seconds": round(self.seconds, 3),
-        }
 
 
 # --- budget --------------------------------------------------------------------------------

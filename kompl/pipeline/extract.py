@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kompl import db
 from kompl.text import norm_name
+from kompl.pipeline import StageResult
 from kompl.workspace import Workspace
 
 EXTRACTOR_VERSION = "2"  # bump when extraction output changes: sources are re-extracted
@@ -116,7 +117,7 @@ class ExtractionResult(BaseModel):
 # --- report --------------------------------------------------------------------------------
 
 @dataclass
-class ExtractReport:
+class ExtractReport(StageResult):
     model: str = ""
     pipeline: dict = field(default_factory=dict)
     extracted: list[dict] = field(default_factory=list)
@@ -126,17 +127,6 @@ class ExtractReport:
     model_calls: int = 0
     notices: list[str] = field(default_factory=list)
     seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return not self.failed
-
-    def to_dict(self) -> dict:
-        return {
-            "model": self.model, "pipeline": self.pipeline, "extracted": self.extracted,
-            "up_to_date": self.up_to_date, "skipped": self.skipped, "failed": self.failed,
-            "model_calls": self.model_calls, "notices": self.notices, "seconds": round(self.seconds, 3),
-        }
 
 
 # --- chunks --------------------------------------------------------------------------------
